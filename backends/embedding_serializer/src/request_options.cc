@@ -1,0 +1,103 @@
+#include "request_options.h"
+
+#include <cmath>
+
+namespace embedding_serializer {
+namespace {
+
+std::string Invalid(std::string_view key, std::string_view problem) {
+  std::string message = "invalid parameter '";
+  message.append(key).append("': ").append(problem);
+  return message;
+}
+
+}  // namespace
+
+ParsedOptions ParseOptions(const std::vector<Parameter>& parameters) {
+  ParsedOptions parsed;
+  for (const Parameter& parameter : parameters) {
+    if (parameter.key == "dtype") {
+      const auto* name = std::get_if<std::string_view>(&parameter.value);
+      if (name == nullptr) {
+        parsed.error = Invalid(parameter.key, "must be a string");
+        return parsed;
+      }
+      const std::optional<Format> format = ParseFormat(*name);
+      if (!format) {
+        parsed.error = Invalid(
+            parameter.key, "unknown dtype '" + std::string(*name) +
+                               "' (expected float32, float16, int8, uint8, "
+                               "binary or ubinary)");
+        return parsed;
+      }
+      parsed.options.format = *format;
+    } else if (parameter.key == "dimensions") {
+      const auto* dims = std::get_if<int64_t>(&parameter.value);
+      if (dims == nullptr) {
+        parsed.error = Invalid(parameter.key, "must be an integer");
+        return parsed;
+      }
+      parsed.options.dimensions = *dims;
+    } else if (parameter.key == "normalize") {
+      const auto* normalize = std::get_if<bool>(&parameter.value);
+      if (normalize == nullptr) {
+        parsed.error = Invalid(parameter.key, "must be a boolean");
+        return parsed;
+      }
+      parsed.options.normalize = *normalize;
+    }
+  }
+  return parsed;
+}
+
+std::string ValidateOptions(const RequestOptions& options, size_t model_dims) {
+  if (options.dimensions) {
+    const int64_t dims = *options.dimensions;
+    if (dims < 1 || static_cast<uint64_t>(dims) > model_dims) {
+      return Invalid("dimensions", std::to_string(dims) + " is outside 1.." +
+                                       std::to_string(model_dims));
+    }
+  }
+  const size_t kept = OutputDims(options, model_dims);
+  if (IsBitPacked(options.format) && kept % 8 != 0) {
+    return Invalid("dimensions",
+                   "binary and ubinary pack 8 dimensions per byte, so the "
+                   "dimensions must be a multiple of 8, got " +
+                       std::to_string(kept));
+  }
+  return {};
+}
+
+size_t OutputDims(const RequestOptions& options, size_t model_dims) {
+  return options.dimensions ? static_cast<size_t>(*options.dimensions)
+                            : model_dims;
+}
+
+void ApplyOptions(const RequestOptions& options, const float* unit_row,
+                  size_t model_dims, float norm, float* out) {
+  const size_t kept = OutputDims(options, model_dims);
+  if (!options.normalize) {
+    for (size_t i = 0; i < kept; ++i) {
+      out[i] = unit_row[i] * norm;
+    }
+    return;
+  }
+  if (kept == model_dims) {
+    // Already unit length: pass the model's values through untouched.
+    for (size_t i = 0; i < kept; ++i) {
+      out[i] = unit_row[i];
+    }
+    return;
+  }
+  double sum_of_squares = 0.0;
+  for (size_t i = 0; i < kept; ++i) {
+    sum_of_squares += static_cast<double>(unit_row[i]) * unit_row[i];
+  }
+  const double length = std::sqrt(sum_of_squares);
+  const double scale = length > 0.0 ? 1.0 / length : 0.0;
+  for (size_t i = 0; i < kept; ++i) {
+    out[i] = static_cast<float>(unit_row[i] * scale);
+  }
+}
+
+}  // namespace embedding_serializer

@@ -1,0 +1,52 @@
+// What one request asks of the serializer (format, Matryoshka dimensions,
+// normalization), parsed from its request parameters and applied to a row.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "row_encoding.h"
+
+namespace embedding_serializer {
+
+struct RequestOptions {
+  Format format = Format::kFloat32;
+  std::optional<int64_t> dimensions;  // unset: all of the model's dimensions
+  bool normalize = true;
+};
+
+// A request parameter as Triton hands it over, without Triton's types.
+struct Parameter {
+  std::string_view key;
+  std::variant<std::string_view, int64_t, bool, double> value;
+};
+
+struct ParsedOptions {
+  RequestOptions options;
+  std::string error;  // empty on success; otherwise names the parameter
+};
+
+// Reads `dtype`, `dimensions` and `normalize`; other keys are left to other
+// pipeline stages, which see the same parameters in an ensemble.
+ParsedOptions ParseOptions(const std::vector<Parameter>& parameters);
+
+// Checks options against the model's embedding width; returns an error
+// message naming the parameter, or an empty string.
+std::string ValidateOptions(const RequestOptions& options, size_t model_dims);
+
+// Number of dimensions a row keeps under validated `options`.
+size_t OutputDims(const RequestOptions& options, size_t model_dims);
+
+// Turns one model output row (unit length, with its pre-normalization L2
+// norm) into the row the client asked for: the first OutputDims() values,
+// re-normalized when truncated, or scaled back by `norm` when
+// normalize=false. `out` holds OutputDims() floats.
+void ApplyOptions(const RequestOptions& options, const float* unit_row,
+                  size_t model_dims, float norm, float* out);
+
+}  // namespace embedding_serializer

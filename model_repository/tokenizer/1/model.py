@@ -1,0 +1,95 @@
+"""Triton Python model: UTF-8 texts -> token ids and attention masks.
+
+One batch-encode call per execute covers every request Triton merged; each
+request's rows are then padded to that request's longest text only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+from tokenizers import Encoding, Tokenizer
+
+
+def _decode_texts(request: pb_utils.InferenceRequest) -> list[str] | pb_utils.TritonError:
+    raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
+    if raw.size == 0:
+        return pb_utils.TritonError(
+            "TEXT is empty: send at least one text", pb_utils.TritonError.INVALID_ARG
+        )
+    texts = []
+    for index, item in enumerate(raw):
+        try:
+            texts.append(bytes(item).decode("utf-8"))
+        except UnicodeDecodeError as error:
+            return pb_utils.TritonError(
+                f"TEXT[{index}] is not valid UTF-8 ({error.reason} at byte {error.start})",
+                pb_utils.TritonError.INVALID_ARG,
+            )
+    return texts
+
+
+def _pad(encodings: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
+    length = max(len(encoding.ids) for encoding in encodings)
+    input_ids = np.zeros((len(encodings), length), dtype=np.int64)
+    attention_mask = np.zeros((len(encodings), length), dtype=np.int64)
+    for row, encoding in enumerate(encodings):
+        input_ids[row, : len(encoding.ids)] = encoding.ids
+        attention_mask[row, : len(encoding.ids)] = 1
+    return input_ids, attention_mask
+
+
+class TritonPythonModel:
+    def initialize(self, args: dict[str, str]) -> None:
+        config = json.loads(args["model_config"])
+        path = Path(args["model_repository"]) / args["model_version"] / "tokenizer.json"
+        self._tokenizer = Tokenizer.from_file(str(path))
+        truncation = self._tokenizer.truncation
+        if truncation is None:
+            raise pb_utils.TritonModelException(
+                f"{path} sets no max length; write it with export/export_onnx.py"
+            )
+        self._max_length: int = truncation["max_length"]
+        self._truncate = config["parameters"]["truncate"]["string_value"] == "true"
+        if not self._truncate:
+            self._tokenizer.no_truncation()
+
+    def execute(
+        self, requests: list[pb_utils.InferenceRequest]
+    ) -> list[pb_utils.InferenceResponse]:
+        decoded = [_decode_texts(request) for request in requests]
+        texts = [text for item in decoded if isinstance(item, list) for text in item]
+        encodings = self._tokenizer.encode_batch_fast(texts) if texts else []
+
+        responses = []
+        offset = 0
+        for item in decoded:
+            if isinstance(item, pb_utils.TritonError):
+                responses.append(pb_utils.InferenceResponse(error=item))
+                continue
+            own = encodings[offset : offset + len(item)]
+            offset += len(item)
+            responses.append(self._respond(own))
+        return responses
+
+    def _respond(self, encodings: list[Encoding]) -> pb_utils.InferenceResponse:
+        if not self._truncate:
+            for index, encoding in enumerate(encodings):
+                if len(encoding.ids) > self._max_length:
+                    return pb_utils.InferenceResponse(
+                        error=pb_utils.TritonError(
+                            f"TEXT[{index}] has {len(encoding.ids)} tokens, over the "
+                            f"model's max length {self._max_length} (truncation is off)",
+                            pb_utils.TritonError.INVALID_ARG,
+                        )
+                    )
+        input_ids, attention_mask = _pad(encodings)
+        return pb_utils.InferenceResponse(
+            output_tensors=[
+                pb_utils.Tensor("INPUT_IDS", input_ids),
+                pb_utils.Tensor("ATTENTION_MASK", attention_mask),
+            ]
+        )

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Creates or reuses everything the server and the tests need: system
+# packages, the two virtual environments, the C++ serializer backend and the
+# exported default model. Safe to run again: finished steps are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    log "missing system packages: $*; install them (apt-get install $*) and re-run"
+    exit 1
+  fi
+  log "installing system packages: $*"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+system_packages() {
+  local missing=()
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v g++ >/dev/null || missing+=(g++)
+  [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+  # Triton's Python-backend stub links against the shared libpython.
+  local version
+  version=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  ldconfig -p | grep -q "libpython${version}.so.1.0" || missing+=("libpython${version}")
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt_install "${missing[@]}"
+  fi
+}
+
+# venv DIR REQUIREMENTS: (re)installs when the requirements file changed.
+venv() {
+  local dir=$1 requirements=$2 stamp="$1/.requirements.sha256"
+  local wanted
+  wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+    return
+  fi
+  log "creating $dir from $requirements"
+  python3 -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$wanted" >"$stamp"
+}
+
+build_backend() {
+  cmake -S backends/embedding_serializer -B build/serializer \
+    -DCMAKE_BUILD_TYPE=Release -DEMBEDDING_SERIALIZER_TESTS=OFF >/dev/null
+  cmake --build build/serializer --parallel >/dev/null
+}
+
+export_model() {
+  local repository=model_repository
+  if [ -f "$repository/embedder/1/model.onnx" ] &&
+    [ -f "$repository/embedder/1/export.json" ] &&
+    [ -f "$repository/tokenizer/1/tokenizer.json" ]; then
+    return
+  fi
+  log "exporting the default model (all-MiniLM-L6-v2) to ONNX"
+  .venv-export/bin/python export/export_onnx.py --repository "$repository"
+}
+
+system_packages
+venv .venv requirements/serve.txt
+venv .venv-export requirements/export.txt
+build_backend
+export_model

@@ -1,0 +1,44 @@
+"""Fixtures: a real tritonserver on free loopback ports, and reference
+embeddings from sentence-transformers on the original weights."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from embedding_requests import SAMPLE_TEXTS
+
+from server.launch import MODEL_REPOSITORY, REPO_ROOT
+from server.process import RunningServer, running_server
+
+EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    log_path = tmp_path_factory.mktemp("triton") / "tritonserver.log"
+    with running_server(log_path) as server:
+        yield server
+
+
+def sentence_transformers_embed(texts: list[str]) -> np.ndarray:
+    """sentence-transformers lives in the export environment (torch), so it
+    runs there, in its own process."""
+    export_info = json.loads((MODEL_REPOSITORY / "embedder" / "1" / "export.json").read_text())
+    request = json.dumps({"model_dir": export_info["model_dir"], "texts": texts})
+    completed = subprocess.run(
+        [str(EXPORT_PYTHON), str(REPO_ROOT / "tests" / "st_reference.py")],
+        input=request,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return np.asarray(json.loads(completed.stdout), dtype=np.float32)
+
+
+@pytest.fixture(scope="session")
+def reference_embeddings() -> np.ndarray:
+    return sentence_transformers_embed(SAMPLE_TEXTS)
