@@ -1,0 +1,249 @@
+"""Measure what the padding scheme buys.
+
+In-process first: ONNX Runtime on one thread, the same short English texts
+(from Python's pydoc_data) run in groups of N rows, in arrival order or sorted
+by length, each group padded to its longest row.
+
+Then served, each variant on a real tritonserver driven by closed-loop gRPC
+clients, with the batch sizes the embedder executed read from Triton's
+statistics API:
+- shipped: each request padded to its own longest text; ragged batching
+  merges requests of different lengths; the embedder sorts the merged rows by
+  length and runs groups of at most `rows_per_run` rows;
+- without ragged batching: Triton merges only requests of equal shape;
+- one run per execute: the merged rows padded to the longest of them all.
+
+    .venv/bin/python -m perf.padding_effect [--clients 16] [--texts-per-request 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pydoc_data.topics
+import re
+import shutil
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import tritonclient.grpc as grpcclient
+from tokenizers import Tokenizer
+
+from server.launch import MODEL_REPOSITORY
+from server.process import RunningServer, running_server
+
+WARMUP_S = 3.0
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    sentences_per_s: float
+    p50_ms: float
+    p99_ms: float
+    embedder_batches: Counter[int]
+
+    @property
+    def mean_batch(self) -> float:
+        executions = sum(self.embedder_batches.values())
+        rows = sum(size * count for size, count in self.embedder_batches.items())
+        return rows / executions if executions else 0.0
+
+
+def short_texts(count: int) -> list[str]:
+    """Deterministic English sentences of 8 to 40 words."""
+    prose = " ".join(pydoc_data.topics.topics[key] for key in sorted(pydoc_data.topics.topics))
+    sentences = (" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+", prose))
+    picked = [s for s in sentences if 8 <= len(s.split()) <= 40 and s.isascii()]
+    return picked[:count]
+
+
+def embedder_batches(server: RunningServer) -> Counter[int]:
+    url = f"http://{server.http_url}/v2/models/embedder/stats"
+    with urllib.request.urlopen(url) as reply:
+        stats = json.load(reply)["model_stats"][0]["batch_stats"]
+    return Counter({entry["batch_size"]: entry["compute_infer"]["count"] for entry in stats})
+
+
+def _request(texts: list[str]) -> list[grpcclient.InferInput]:
+    batch = np.array([[text.encode()] for text in texts], dtype=np.object_)
+    tensor = grpcclient.InferInput("TEXT", list(batch.shape), "BYTES")
+    tensor.set_data_from_numpy(batch)
+    return [tensor]
+
+
+def drive(
+    server: RunningServer, texts: list[str], clients: int, per_request: int, seconds: float
+) -> LoadResult:
+    """Closed loop: each client sends its next request when the last returns."""
+    stop_at = time.monotonic() + WARMUP_S + seconds
+    measure_from = time.monotonic() + WARMUP_S
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    counted = threading.Event()
+    before: list[Counter[int]] = []
+
+    def client_loop(index: int) -> None:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        step = 0
+        while (now := time.monotonic()) < stop_at:
+            start = (index * 997 + step * per_request) % (len(texts) - per_request)
+            client.infer("embed", _request(texts[start : start + per_request]))
+            if now >= measure_from:
+                latencies[index].append(time.monotonic() - now)
+            step += 1
+
+    def snapshot_after_warmup() -> None:
+        time.sleep(WARMUP_S)
+        before.append(embedder_batches(server))
+        counted.set()
+
+    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
+    threads.append(threading.Thread(target=snapshot_after_warmup))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    counted.wait()
+    after = embedder_batches(server)
+    all_latencies = np.array([value for values in latencies for value in values]) * 1000
+    return LoadResult(
+        sentences_per_s=len(all_latencies) * per_request / seconds,
+        p50_ms=float(np.percentile(all_latencies, 50)),
+        p99_ms=float(np.percentile(all_latencies, 99)),
+        embedder_batches=after - before[0],
+    )
+
+
+def embedder_variant(target: Path, edit: Callable[[str], str]) -> Path:
+    """A copy of the repository whose embedder config.pbtxt went through `edit`."""
+    shutil.copytree(MODEL_REPOSITORY, target, symlinks=True, copy_function=_link_or_copy)
+    config = target / "embedder" / "config.pbtxt"
+    text = config.read_text()
+    edited = edit(text)
+    if edited == text:
+        raise ValueError(f"{edit.__name__} left {config} unchanged")
+    config.unlink()
+    config.write_text(edited)
+    return target
+
+
+def without_ragged_batching(config: str) -> str:
+    return re.sub(r"\n\s*allow_ragged_batch: true", "", config)
+
+
+def one_run_per_execute(config: str) -> str:
+    return re.sub(r'(key: "rows_per_run"\s*value: \{ string_value: )"\d+"', r'\1"1000000"', config)
+
+
+def in_process_table(texts: list[str], group_sizes: list[int]) -> list[str]:
+    """sentences/s and padded/real tokens of ONNX Runtime on one thread."""
+    tokenizer = Tokenizer.from_file(str(MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"))
+    encodings = tokenizer.encode_batch(texts)
+    lengths = np.array([len(encoding.ids) for encoding in encodings])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        str(MODEL_REPOSITORY / "embedder" / "1" / "model.onnx"),
+        options,
+        providers=["CPUExecutionProvider"],
+    )
+
+    def run(order: np.ndarray, group_size: int) -> tuple[float, float]:
+        started = time.perf_counter()
+        padded = 0
+        for start in range(0, len(order), group_size):
+            group = order[start : start + group_size]
+            width = int(lengths[group].max())
+            input_ids = np.zeros((len(group), width), np.int64)
+            for row, index in enumerate(group):
+                input_ids[row, : lengths[index]] = encodings[index].ids
+            session.run(None, {"input_ids": input_ids, "attention_mask": (input_ids != 0) * 1})
+            padded += width * len(group)
+        return len(order) / (time.perf_counter() - started), padded / lengths.sum()
+
+    rows = []
+    for group_size in group_sizes:
+        arrival = run(np.arange(len(texts)), group_size)
+        by_length = run(np.argsort(lengths, kind="stable"), group_size)
+        rows.append(
+            f"| {group_size} | {arrival[0]:.1f} | {arrival[1]:.2f} | "
+            f"{by_length[0]:.1f} | {by_length[1]:.2f} |"
+        )
+    return rows
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    # The ONNX file is large and read-only here: link it instead of copying.
+    Path(destination).symlink_to(Path(source).resolve())
+
+
+def in_process_mean_tokens(texts: list[str]) -> float:
+    tokenizer = Tokenizer.from_file(str(MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"))
+    return float(np.mean([len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--texts-per-request", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--output", type=Path, help="also write the markdown table here")
+    args = parser.parse_args()
+
+    texts = short_texts(2000)
+    in_process = in_process_table(texts[:512], [1, 4, 8, 16, 32, 64])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="padding_effect_") as workdir:
+        schemes = {
+            "shipped: ragged batching, length-sorted groups of <= rows_per_run": MODEL_REPOSITORY,
+            "without ragged batching (equal shapes merge only)": embedder_variant(
+                Path(workdir) / "no_ragged", without_ragged_batching
+            ),
+            "ragged batching, one run per execute (pad to longest)": embedder_variant(
+                Path(workdir) / "one_run", one_run_per_execute
+            ),
+        }
+        for name, repository in schemes.items():
+            with running_server(Path(workdir) / "server.log", repository) as server:
+                result = drive(server, texts, args.clients, args.texts_per_request, args.seconds)
+            common = ", ".join(
+                f"{size}x{count}" for size, count in sorted(result.embedder_batches.most_common(6))
+            )
+            rows.append(
+                f"| {name} | {result.sentences_per_s:.1f} | {result.p50_ms:.0f} | "
+                f"{result.p99_ms:.0f} | {result.mean_batch:.1f} | {common} |"
+            )
+    table = "\n".join(
+        [
+            "In-process ONNX Runtime, 1 thread, 512 short texts (mean "
+            f"{in_process_mean_tokens(texts[:512]):.1f} tokens), groups padded to their longest row:",
+            "",
+            "| rows per run | arrival order: sentences/s | padded/real tokens "
+            "| sorted by length: sentences/s | padded/real tokens |",
+            "|---|---|---|---|---|",
+            *in_process,
+            "",
+            f"Served: {args.clients} concurrent gRPC clients x {args.texts_per_request} short texts per "
+            f"request, {args.seconds:.0f} s measured after {WARMUP_S:.0f} s warm-up.",
+            "",
+            "| padding scheme | sentences/s | p50 ms | p99 ms | mean embedder batch "
+            "| most frequent embedder batches (size x executions) |",
+            "|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+    print(table)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
