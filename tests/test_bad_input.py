@@ -125,3 +125,13 @@ def test_bad_request_among_concurrent_good_ones(
         else:
             assert not isinstance(outcome, InferenceServerException), outcome
             np.testing.assert_allclose(outcome, expected, atol=1e-6)
+
+
+def test_more_texts_than_max_batch_size_is_invalid_arg(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    _assert_rejected(
+        lambda: embed_raw(grpc, ["text"] * 65),
+        "StatusCode.INVALID_ARGUMENT",
+        "batch-size must be <= 64",
+    )

@@ -17,8 +17,9 @@ namespace embedding_serializer {
 namespace {
 
 constexpr uint32_t kApiMajor = 1;
-// Every function this backend calls exists in TRITONBACKEND API 1.13+.
-constexpr uint32_t kMinApiMinor = 13;
+// TRITONBACKEND API of Triton 2.51, the release these declarations follow and
+// the backend is tested against; later 1.x minors only add functions.
+constexpr uint32_t kMinApiMinor = 19;
 constexpr const char* kEmbeddingInput = "EMBEDDING";
 constexpr const char* kNormInput = "NORM";
 constexpr const char* kBytesOutput = "EMBEDDING_BYTES";
@@ -75,6 +76,32 @@ class OwnedRequest {
 
  private:
   TRITONBACKEND_Request* request_;
+};
+
+// Deletes a response that was never sent. Sending hands it to Triton whether
+// or not the send succeeds, so it is never touched afterwards.
+class PendingResponse {
+ public:
+  explicit PendingResponse(TRITONBACKEND_Response* response) : response_(response) {}
+  PendingResponse(const PendingResponse&) = delete;
+  PendingResponse& operator=(const PendingResponse&) = delete;
+  ~PendingResponse() {
+    if (response_ != nullptr) {
+      LogIfError(TRITONBACKEND_ResponseDelete(response_), "failed to delete a response");
+    }
+  }
+  TRITONBACKEND_Response* get() const { return response_; }
+
+  // Triton copies the error's code and message; `error` stays the caller's.
+  void Send(TRITONSERVER_Error* error) {
+    TRITONBACKEND_Response* response = response_;
+    response_ = nullptr;
+    LogIfError(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error),
+               "failed to send a response");
+  }
+
+ private:
+  TRITONBACKEND_Response* response_;
 };
 
 struct FloatTensor {
@@ -235,8 +262,8 @@ uint64_t ServeRequest(TRITONBACKEND_ModelInstance* instance,
                       TRITONBACKEND_Request* raw_request) {
   const uint64_t start_ns = NowNs();
   OwnedRequest request(raw_request);
-  TRITONBACKEND_Response* response = nullptr;
-  if (TRITONSERVER_Error* raw = TRITONBACKEND_ResponseNew(&response, request.get())) {
+  TRITONBACKEND_Response* raw_response = nullptr;
+  if (TRITONSERVER_Error* raw = TRITONBACKEND_ResponseNew(&raw_response, request.get())) {
     LogIfError(raw, "failed to create a response");
     LogIfError(TRITONBACKEND_ModelInstanceReportStatistics(
                    instance, request.get(), false, start_ns, start_ns,
@@ -244,11 +271,12 @@ uint64_t ServeRequest(TRITONBACKEND_ModelInstance* instance,
                "failed to report request statistics");
     return 0;
   }
+  PendingResponse response(raw_response);
 
   uint64_t rows = 0;
   ErrorPtr error;
   try {
-    error = BuildResponse(request.get(), response, &rows);
+    error = BuildResponse(request.get(), response.get(), &rows);
   } catch (const std::exception& exception) {
     error = MakeError(TRITONSERVER_ERROR_INTERNAL, exception.what());
   } catch (...) {
@@ -260,10 +288,7 @@ uint64_t ServeRequest(TRITONBACKEND_ModelInstance* instance,
                  instance, request.get(), error == nullptr, start_ns, start_ns,
                  end_ns, end_ns),
              "failed to report request statistics");
-  // Triton copies the error's code and message; ownership stays here.
-  LogIfError(TRITONBACKEND_ResponseSend(
-                 response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get()),
-             "failed to send a response");
+  response.Send(error.get());
   return error ? 0 : rows;
 }
 

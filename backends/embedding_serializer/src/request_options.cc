@@ -11,15 +11,25 @@ std::string Invalid(std::string_view key, std::string_view problem) {
   return message;
 }
 
+// The parameter's value if it has type T; otherwise nullptr and an error
+// saying what the parameter must be.
+template <typename T>
+const T* Typed(const Parameter& parameter, const char* expected, std::string* error) {
+  const T* value = std::get_if<T>(&parameter.value);
+  if (value == nullptr) {
+    *error = Invalid(parameter.key, std::string("must be ") + expected);
+  }
+  return value;
+}
+
 }  // namespace
 
 ParsedOptions ParseOptions(const std::vector<Parameter>& parameters) {
   ParsedOptions parsed;
   for (const Parameter& parameter : parameters) {
     if (parameter.key == "dtype") {
-      const auto* name = std::get_if<std::string_view>(&parameter.value);
+      const auto* name = Typed<std::string_view>(parameter, "a string", &parsed.error);
       if (name == nullptr) {
-        parsed.error = Invalid(parameter.key, "must be a string");
         return parsed;
       }
       const std::optional<Format> format = ParseFormat(*name);
@@ -32,16 +42,14 @@ ParsedOptions ParseOptions(const std::vector<Parameter>& parameters) {
       }
       parsed.options.format = *format;
     } else if (parameter.key == "dimensions") {
-      const auto* dims = std::get_if<int64_t>(&parameter.value);
+      const auto* dims = Typed<int64_t>(parameter, "an integer", &parsed.error);
       if (dims == nullptr) {
-        parsed.error = Invalid(parameter.key, "must be an integer");
         return parsed;
       }
       parsed.options.dimensions = *dims;
     } else if (parameter.key == "normalize") {
-      const auto* normalize = std::get_if<bool>(&parameter.value);
+      const auto* normalize = Typed<bool>(parameter, "a boolean", &parsed.error);
       if (normalize == nullptr) {
-        parsed.error = Invalid(parameter.key, "must be a boolean");
         return parsed;
       }
       parsed.options.normalize = *normalize;
