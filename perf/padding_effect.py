@@ -22,13 +22,11 @@ import argparse
 import json
 import pydoc_data.topics
 import re
-import shutil
 import tempfile
 import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from tokenizers import Tokenizer
 
 from server.launch import MODEL_REPOSITORY
 from server.process import RunningServer, running_server
+from server.repository import repository_variant, set_parameter
 
 WARMUP_S = 3.0
 
@@ -121,25 +120,8 @@ def drive(
     )
 
 
-def embedder_variant(target: Path, edit: Callable[[str], str]) -> Path:
-    """A copy of the repository whose embedder config.pbtxt went through `edit`."""
-    shutil.copytree(MODEL_REPOSITORY, target, symlinks=True, copy_function=_link_or_copy)
-    config = target / "embedder" / "config.pbtxt"
-    text = config.read_text()
-    edited = edit(text)
-    if edited == text:
-        raise ValueError(f"{edit.__name__} left {config} unchanged")
-    config.unlink()
-    config.write_text(edited)
-    return target
-
-
 def without_ragged_batching(config: str) -> str:
     return re.sub(r"\n\s*allow_ragged_batch: true", "", config)
-
-
-def one_run_per_execute(config: str) -> str:
-    return re.sub(r'(key: "rows_per_run"\s*value: \{ string_value: )"\d+"', r'\1"1000000"', config)
 
 
 def in_process_table(texts: list[str], group_sizes: list[int]) -> list[str]:
@@ -179,11 +161,6 @@ def in_process_table(texts: list[str], group_sizes: list[int]) -> list[str]:
     return rows
 
 
-def _link_or_copy(source: str, destination: str) -> None:
-    # The ONNX file is large and read-only here: link it instead of copying.
-    Path(destination).symlink_to(Path(source).resolve())
-
-
 def in_process_mean_tokens(texts: list[str]) -> float:
     tokenizer = Tokenizer.from_file(str(MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"))
     return float(np.mean([len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]))
@@ -203,11 +180,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="padding_effect_") as workdir:
         schemes = {
             "shipped: ragged batching, length-sorted groups of <= rows_per_run": MODEL_REPOSITORY,
-            "without ragged batching (equal shapes merge only)": embedder_variant(
-                Path(workdir) / "no_ragged", without_ragged_batching
+            "without ragged batching (equal shapes merge only)": repository_variant(
+                Path(workdir) / "no_ragged", {"embedder": without_ragged_batching}
             ),
-            "ragged batching, one run per execute (pad to longest)": embedder_variant(
-                Path(workdir) / "one_run", one_run_per_execute
+            "ragged batching, one run per execute (pad to longest)": repository_variant(
+                Path(workdir) / "one_run", {"embedder": set_parameter("rows_per_run", "1000000")}
             ),
         }
         for name, repository in schemes.items():

@@ -1,26 +1,45 @@
 """Start a real Triton server (the one the nvidia-pytriton wheel ships) on
 this project's model repository, with the Python backend and our C++
-serializer backend.
+serializer backend, and keep it healthy while it runs.
 
     python -m server.launch [--host 127.0.0.1] [--http-port 8000] ...
 
-Run it from the serving virtual environment; scripts/serve.sh does.
+Run it from the serving virtual environment; scripts/serve.sh does. SIGTERM
+or SIGINT stops the server the way Triton stops: new requests are refused,
+requests in flight finish (up to --exit-timeout-secs, 30 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import signal
+import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytriton
 
+from server.shutdown import drain
+from server.watchdog import StubWatchdog
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = REPO_ROOT / "model_repository"
 SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / "libtriton_embedding_serializer.so"
 BACKEND_DIRECTORY = REPO_ROOT / "build" / "triton_backends"
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+# How long requests in flight get to finish after SIGTERM (Triton's default
+# --exit-timeout-secs, which then applies again to the server's own stop).
+EXIT_TIMEOUT_S = 30.0
+
+# Endpoints that change or inspect the server rather than serve embeddings.
+ADMIN_APIS = "model-repository,shared-memory,logging,trace"
+ADMIN_KEY_HEADER = "admin-key"
 
 
 @dataclass(frozen=True)
@@ -62,7 +81,19 @@ def prepare_backend_directory() -> Path:
     return BACKEND_DIRECTORY
 
 
-def server_command(endpoints: Endpoints, repository: Path = MODEL_REPOSITORY) -> list[str]:
+def server_command(
+    endpoints: Endpoints, repository: Path = MODEL_REPOSITORY, admin_key: str | None = None
+) -> list[str]:
+    """The tritonserver command line; with `admin_key`, the admin APIs answer
+    only requests that carry the header `admin-key: <admin_key>`."""
+    restricted = (
+        [
+            f"--http-restricted-api={ADMIN_APIS}:{ADMIN_KEY_HEADER}={admin_key}",
+            f"--grpc-restricted-protocol={ADMIN_APIS}:{ADMIN_KEY_HEADER}={admin_key}",
+        ]
+        if admin_key
+        else []
+    )
     return [
         str(_triton_home() / "bin" / "tritonserver"),
         f"--model-repository={repository}",
@@ -73,6 +104,10 @@ def server_command(endpoints: Endpoints, repository: Path = MODEL_REPOSITORY) ->
         f"--grpc-port={endpoints.grpc_port}",
         f"--metrics-address={endpoints.host}",
         f"--metrics-port={endpoints.metrics_port}",
+        # Explicit model control lets the watchdog reload a model whose stub died.
+        "--model-control-mode=explicit",
+        "--load-model=*",
+        *restricted,
     ]
 
 
@@ -91,6 +126,13 @@ def server_environment() -> dict[str, str]:
     return environment
 
 
+def _stop_with_parent() -> None:
+    """Runs in the child: the kernel sends it SIGTERM if this launcher dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
 def main(argv: list[str] | None = None) -> None:
     defaults = Endpoints()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -103,16 +145,48 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grpc-port", type=int, default=defaults.grpc_port)
     parser.add_argument("--metrics-port", type=int, default=defaults.metrics_port)
     parser.add_argument("--model-repository", type=Path, default=MODEL_REPOSITORY)
+    parser.add_argument(
+        "--admin-key",
+        help=f"restrict the {ADMIN_APIS} APIs to requests with the header "
+        f"'{ADMIN_KEY_HEADER}: <this value>' (use it whenever the server is exposed)",
+    )
     args = parser.parse_args(argv)
     endpoints = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
-    command = server_command(endpoints, args.model_repository.resolve())
+    command = server_command(endpoints, args.model_repository.resolve(), args.admin_key)
     print(
         f"tritonserver: HTTP {endpoints.host}:{endpoints.http_port}, "
         f"gRPC {endpoints.host}:{endpoints.grpc_port}, "
         f"metrics {endpoints.host}:{endpoints.metrics_port}",
         flush=True,
     )
-    os.execve(command[0], command, server_environment())
+    # Its own session: a Ctrl-C in the terminal reaches only this launcher,
+    # which then stops the server gracefully.
+    server = subprocess.Popen(
+        command, env=server_environment(), preexec_fn=_stop_with_parent, start_new_session=True
+    )
+    http_url = f"{endpoints.host}:{endpoints.http_port}"
+    headers = {ADMIN_KEY_HEADER: args.admin_key} if args.admin_key else {}
+    watchdog = StubWatchdog(server.pid, http_url, headers)
+    watchdog.start()
+    stopping = threading.Event()
+
+    def stop_gracefully() -> None:
+        watchdog.stop()
+        try:
+            drain(http_url, headers, EXIT_TIMEOUT_S)
+        finally:
+            server.send_signal(signal.SIGTERM)
+
+    def on_signal(number: int, _frame: object) -> None:
+        if stopping.is_set():
+            server.send_signal(number)  # a second signal: stop at once
+            return
+        stopping.set()
+        threading.Thread(target=stop_gracefully, name="graceful-stop", daemon=True).start()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)
+    sys.exit(server.wait())
 
 
 if __name__ == "__main__":

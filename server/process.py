@@ -1,19 +1,22 @@
-"""Run tritonserver as a child process on free loopback ports and wait until
-it is ready: used by the tests and the perf tools."""
+"""Run the serve command (server.launch: tritonserver and its watchdog) as a
+child process on free loopback ports and wait until it is ready: used by the
+tests and the perf tools."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
+import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.launch import MODEL_REPOSITORY, Endpoints, server_command, server_environment
+from server.health import child_pids, server_ready
+from server.launch import MODEL_REPOSITORY, REPO_ROOT, Endpoints
 
 STARTUP_TIMEOUT_S = 180
 SHUTDOWN_TIMEOUT_S = 60
@@ -23,6 +26,7 @@ SHUTDOWN_TIMEOUT_S = 60
 class RunningServer:
     endpoints: Endpoints
     log_path: Path
+    launcher: subprocess.Popen[bytes]  # server.launch, parent of tritonserver
 
     @property
     def http_url(self) -> str:
@@ -33,12 +37,12 @@ class RunningServer:
         return f"{self.endpoints.host}:{self.endpoints.grpc_port}"
 
     def is_ready(self) -> bool:
-        url = f"http://{self.http_url}/v2/health/ready"
-        try:
-            with urllib.request.urlopen(url, timeout=2) as reply:
-                return reply.status == 200
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
+        return server_ready(self.http_url)
+
+    @property
+    def tritonserver_pid(self) -> int:
+        (pid,) = child_pids(self.launcher.pid)
+        return pid
 
 
 class ServerStartError(RuntimeError):
@@ -58,17 +62,25 @@ def free_loopback_endpoints() -> Endpoints:
 
 
 @contextmanager
-def running_server(log_path: Path, repository: Path = MODEL_REPOSITORY) -> Iterator[RunningServer]:
+def running_server(
+    log_path: Path, repository: Path = MODEL_REPOSITORY, admin_key: str | None = None
+) -> Iterator[RunningServer]:
     """Starts tritonserver, yields once it is ready, stops it on exit."""
     endpoints = free_loopback_endpoints()
+    command = [
+        sys.executable,
+        "-m",
+        "server.launch",
+        f"--host={endpoints.host}",
+        f"--http-port={endpoints.http_port}",
+        f"--grpc-port={endpoints.grpc_port}",
+        f"--metrics-port={endpoints.metrics_port}",
+        f"--model-repository={repository}",
+        *([f"--admin-key={admin_key}"] if admin_key else []),
+    ]
     with log_path.open("w") as log:
-        process = subprocess.Popen(
-            server_command(endpoints, repository),
-            env=server_environment(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    server = RunningServer(endpoints, log_path)
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+    server = RunningServer(endpoints, log_path, process)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while not server.is_ready():
@@ -80,9 +92,16 @@ def running_server(log_path: Path, repository: Path = MODEL_REPOSITORY) -> Itera
             time.sleep(0.5)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=SHUTDOWN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM lets in-flight requests finish; past the timeout, kill all."""
+    process.terminate()
+    try:
+        process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        for child in child_pids(process.pid):
+            os.kill(child, signal.SIGKILL)
+        process.kill()
+        process.wait()

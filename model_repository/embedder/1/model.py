@@ -25,7 +25,7 @@ Embeddings = tuple[np.ndarray, np.ndarray]
 
 
 def _read_tokens(
-    request: pb_utils.InferenceRequest, max_length: int
+    request: pb_utils.InferenceRequest, max_length: int, max_tokens: int
 ) -> Tokens | pb_utils.TritonError:
     input_ids = pb_utils.get_input_tensor_by_name(request, "INPUT_IDS").as_numpy()
     attention_mask = pb_utils.get_input_tensor_by_name(request, "ATTENTION_MASK").as_numpy()
@@ -44,6 +44,13 @@ def _read_tokens(
     if length > max_length:
         return pb_utils.TritonError(
             f"INPUT_IDS rows have {length} tokens; this model takes at most {max_length}",
+            pb_utils.TritonError.INVALID_ARG,
+        )
+    tokens = int(np.count_nonzero(attention_mask))
+    if tokens > max_tokens:
+        return pb_utils.TritonError(
+            f"the request has {tokens} tokens, over the limit of {max_tokens} "
+            "(max_tokens_per_request); split it",
             pb_utils.TritonError.INVALID_ARG,
         )
     return input_ids, attention_mask
@@ -76,6 +83,7 @@ class TritonPythonModel:
         export_info = json.loads((version_dir / "export.json").read_text())
         self._max_length: int = export_info["max_seq_length"]
         self._rows_per_run = int(parameters["rows_per_run"]["string_value"])
+        self._max_tokens = int(parameters["max_tokens_per_request"]["string_value"])
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(parameters["intra_op_num_threads"]["string_value"])
@@ -89,7 +97,7 @@ class TritonPythonModel:
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
-        inputs = [_read_tokens(request, self._max_length) for request in requests]
+        inputs = [_read_tokens(request, self._max_length, self._max_tokens) for request in requests]
         valid = [item for item in inputs if not isinstance(item, pb_utils.TritonError)]
         outputs = iter(self._embed_requests(valid) if valid else [])
         return [

@@ -14,7 +14,9 @@ import triton_python_backend_utils as pb_utils
 from tokenizers import Encoding, Tokenizer
 
 
-def _decode_texts(request: pb_utils.InferenceRequest) -> list[str] | pb_utils.TritonError:
+def _decode_texts(
+    request: pb_utils.InferenceRequest, max_text_bytes: int
+) -> list[str] | pb_utils.TritonError:
     raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
     if raw.size == 0:
         return pb_utils.TritonError(
@@ -22,6 +24,12 @@ def _decode_texts(request: pb_utils.InferenceRequest) -> list[str] | pb_utils.Tr
         )
     texts = []
     for index, item in enumerate(raw):
+        if len(item) > max_text_bytes:
+            return pb_utils.TritonError(
+                f"TEXT[{index}] has {len(item)} bytes, over the limit of {max_text_bytes} "
+                "(max_text_bytes)",
+                pb_utils.TritonError.INVALID_ARG,
+            )
         try:
             texts.append(bytes(item).decode("utf-8"))
         except UnicodeDecodeError as error:
@@ -53,14 +61,16 @@ class TritonPythonModel:
                 f"{path} sets no max length; write it with export/export_onnx.py"
             )
         self._max_length: int = truncation["max_length"]
-        self._truncate = config["parameters"]["truncate"]["string_value"] == "true"
+        parameters = config["parameters"]
+        self._truncate = parameters["truncate"]["string_value"] == "true"
+        self._max_text_bytes = int(parameters["max_text_bytes"]["string_value"])
         if not self._truncate:
             self._tokenizer.no_truncation()
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
-        decoded = [_decode_texts(request) for request in requests]
+        decoded = [_decode_texts(request, self._max_text_bytes) for request in requests]
         texts = [text for item in decoded if isinstance(item, list) for text in item]
         encodings = self._tokenizer.encode_batch_fast(texts) if texts else []
 

@@ -1,0 +1,25 @@
+"""Python client, CLI and OpenAI-compatible gateway for the Triton embedding
+service (the `embed` and `embed_tokens` ensembles)."""
+
+from embedding_client.aio import AsyncEmbeddingClient
+from embedding_client.client import EmbeddingClient
+from embedding_client.decode import ROW_DTYPES, decode_rows
+from embedding_client.errors import (
+    EmbeddingError,
+    InvalidInputError,
+    ServerError,
+    UnavailableError,
+)
+from embedding_client.tokenization import ClientTokenizer
+
+__all__ = [
+    "ROW_DTYPES",
+    "AsyncEmbeddingClient",
+    "ClientTokenizer",
+    "EmbeddingClient",
+    "EmbeddingError",
+    "InvalidInputError",
+    "ServerError",
+    "UnavailableError",
+    "decode_rows",
+]

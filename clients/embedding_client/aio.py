@@ -1,0 +1,152 @@
+"""AsyncEmbeddingClient: the asyncio twin of EmbeddingClient, on
+tritonclient.grpc.aio or tritonclient.http.aio. Create it inside a running
+event loop (the HTTP flavor opens an aiohttp session)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Unpack
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
+import tritonclient.http as httpclient
+import tritonclient.http.aio as httpaio
+
+from embedding_client.base import ClientBase
+from embedding_client.batching import Request
+from embedding_client.decode import assemble
+from embedding_client.errors import triton_errors
+from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
+from embedding_client.plan import Plan, batch_limit
+from embedding_client.transport import OUTPUT, Connection, Protocol, infer_inputs
+
+
+class _AsyncGrpcTransport:
+    def __init__(self, connection: Connection) -> None:
+        self._client = grpcaio.InferenceServerClient(connection.url)
+        self._slots = asyncio.Semaphore(connection.max_in_flight)
+        self._priority = connection.priority
+        self._timeout_s = connection.timeout_s
+
+    async def model_config(self, model: str) -> dict[str, Any]:
+        with triton_errors():
+            reply = await self._client.get_model_config(
+                model, as_json=True, client_timeout=self._timeout_s
+            )
+        return reply["config"]
+
+    async def infer(self, model: str, request: Request, parameters: Parameters) -> np.ndarray:
+        with triton_errors():
+            async with self._slots:
+                result = await self._client.infer(
+                    model,
+                    infer_inputs(grpcclient, request),
+                    parameters=parameters,
+                    priority=self._priority,
+                    client_timeout=self._timeout_s,
+                )
+        return result.as_numpy(OUTPUT)
+
+    async def is_ready(self) -> bool:
+        with triton_errors():
+            return await self._client.is_server_ready(client_timeout=self._timeout_s)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class _AsyncHttpTransport:
+    def __init__(self, connection: Connection) -> None:
+        self._client = httpaio.InferenceServerClient(
+            connection.url, conn_limit=connection.max_in_flight, conn_timeout=connection.timeout_s
+        )
+        self._slots = asyncio.Semaphore(connection.max_in_flight)
+        self._priority = connection.priority
+
+    async def model_config(self, model: str) -> dict[str, Any]:
+        with triton_errors():
+            return await self._client.get_model_config(model)
+
+    async def infer(self, model: str, request: Request, parameters: Parameters) -> np.ndarray:
+        with triton_errors():
+            async with self._slots:
+                result = await self._client.infer(
+                    model,
+                    infer_inputs(httpclient, request),
+                    parameters=parameters,
+                    priority=self._priority,
+                )
+        return result.as_numpy(OUTPUT)
+
+    async def is_ready(self) -> bool:
+        with triton_errors():
+            return await self._client.is_server_ready()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]):
+    """EmbeddingClient's asyncio twin: the same arguments and methods, awaited."""
+
+    def _open(
+        self, protocol: Protocol, connection: Connection
+    ) -> _AsyncGrpcTransport | _AsyncHttpTransport:
+        if protocol == "grpc":
+            return _AsyncGrpcTransport(connection)
+        return _AsyncHttpTransport(connection)
+
+    async def embed(self, texts: str | Sequence[str], **options: Unpack[EmbedKwargs]) -> np.ndarray:
+        return await self._run(self._planner.texts(texts, EmbedOptions(**options)))
+
+    async def embed_tokens(
+        self, input_ids: object, attention_mask: object, **options: Unpack[EmbedKwargs]
+    ) -> np.ndarray:
+        plan = self._planner.token_arrays(input_ids, attention_mask, EmbedOptions(**options))
+        return await self._run(plan)
+
+    async def embed_token_ids(
+        self, rows: Sequence[Sequence[int]], **options: Unpack[EmbedKwargs]
+    ) -> np.ndarray:
+        return await self._run(self._planner.token_rows(rows, EmbedOptions(**options)))
+
+    async def max_batch_size(self, model: str) -> int:
+        if model not in self._limits:
+            self._limits[model] = batch_limit(model, await self._transport.model_config(model))
+        return self._limits[model]
+
+    async def is_ready(self) -> bool:
+        return await self._transport.is_ready()
+
+    async def _run(self, plan: Plan) -> np.ndarray:
+        requests = plan.split(await self.max_batch_size(plan.model))
+        parameters = plan.options.parameters()
+        tasks = [
+            asyncio.ensure_future(self._transport.infer(plan.model, request, parameters))
+            for request in requests
+        ]
+        try:
+            parts = await asyncio.gather(*tasks)
+        except BaseException:
+            # One failed request fails the call: the others need not run on.
+            for task in tasks:
+                task.cancel()
+            raise
+        return assemble(parts, plan.options.dtype)
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def __aenter__(self) -> AsyncEmbeddingClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,126 @@
+"""embed: texts to embeddings from the shell.
+
+    embed "first text" "second text" -o vectors.npy
+    embed --file texts.txt -o vectors.npy        # one text per line
+    embed --file docs.jsonl --field body -o vectors.jsonl
+    cat texts.txt | embed --dtype int8 --format raw > vectors.i8
+
+Texts come from the arguments, else --file, else standard input (one per
+line). Row i of the output is text i. Progress goes to standard error for
+files, and the throughput at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import BinaryIO
+
+from tqdm import tqdm
+
+from embedding_client.client import EmbeddingClient
+from embedding_client.decode import ROW_DTYPES
+from embedding_client.errors import EmbeddingError
+from embedding_client.files import (
+    OUTPUT_FORMATS,
+    EmbeddingWriter,
+    InputFileError,
+    output_format,
+    read_text_file,
+)
+from embedding_client.transport import PROTOCOLS
+
+DEFAULT_URLS = {"grpc": "127.0.0.1:8001", "http": "127.0.0.1:8000"}
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embed",
+        description=(__doc__ or "").splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join((__doc__ or "").splitlines()[1:]),
+    )
+    parser.add_argument("texts", nargs="*", help="texts to embed")
+    parser.add_argument("--file", type=Path, help="a text file (one per line) or .jsonl file")
+    parser.add_argument("--field", default="text", help="the text field of JSONL objects")
+    parser.add_argument("-o", "--output", type=Path, help="output file; standard output if absent")
+    parser.add_argument("--format", choices=OUTPUT_FORMATS, help="default: from the suffix")
+    parser.add_argument("--url", help="host:port; 127.0.0.1:8001 (gRPC) or :8000 (HTTP)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
+    parser.add_argument("--dtype", choices=list(ROW_DTYPES), default="float32")
+    parser.add_argument("--dimensions", type=int, help="keep the first k dimensions")
+    parser.add_argument("--no-normalize", dest="normalize", action="store_false")
+    parser.add_argument("--tokenizer", type=Path, help="tokenize here with this tokenizer.json")
+    parser.add_argument("--priority", type=int, default=0, help="Triton priority level")
+    parser.add_argument("--max-in-flight", type=int, default=4)
+    parser.add_argument("--chunk-size", type=int, default=1024, help="texts per progress step")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def read_texts(args: argparse.Namespace) -> list[str]:
+    if args.texts and args.file:
+        raise InputFileError("give texts as arguments or --file, not both")
+    if args.texts:
+        return list(args.texts)
+    if args.file:
+        return read_text_file(args.file, args.field)
+    return sys.stdin.read().splitlines()
+
+
+def embed_all(
+    client: EmbeddingClient, texts: list[str], args: argparse.Namespace, stream: BinaryIO
+) -> None:
+    writer = EmbeddingWriter(stream, output_format(args.output, args.format), len(texts))
+    show = args.file is not None and not args.quiet
+    with tqdm(total=len(texts), unit="text", file=sys.stderr, disable=not show) as progress:
+        for start in range(0, len(texts), args.chunk_size):
+            chunk = texts[start : start + args.chunk_size]
+            writer.write(
+                client.embed(
+                    chunk, dtype=args.dtype, dimensions=args.dimensions, normalize=args.normalize
+                )
+            )
+            progress.update(len(chunk))
+
+
+def run(args: argparse.Namespace, texts: list[str]) -> None:
+    url = args.url or DEFAULT_URLS[args.protocol]
+    with EmbeddingClient(
+        url,
+        args.protocol,
+        tokenizer=args.tokenizer,
+        max_in_flight=args.max_in_flight,
+        priority=args.priority,
+    ) as client:
+        if args.output is None:
+            embed_all(client, texts, args, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            with args.output.open("wb") as stream:
+                embed_all(client, texts, args, stream)
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = parser()
+    args = command.parse_args(argv)
+    try:
+        texts = read_texts(args)
+    except (InputFileError, OSError, UnicodeDecodeError) as error:
+        command.error(str(error))
+    if not texts:
+        command.error("no texts: give them as arguments, with --file, or on standard input")
+    start = time.perf_counter()
+    try:
+        run(args, texts)
+    except EmbeddingError as error:
+        print(f"embed: error: {error}", file=sys.stderr)
+        return 1
+    elapsed = time.perf_counter() - start
+    print(
+        f"embed: {len(texts)} texts in {elapsed:.2f} s ({len(texts) / elapsed:.1f} texts/s)",
+        file=sys.stderr,
+    )
+    return 0

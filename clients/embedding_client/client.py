@@ -1,0 +1,147 @@
+"""EmbeddingClient: texts or token ids in, numpy arrays out, over gRPC or
+HTTP. Inputs larger than the server's max batch size go out as several
+requests at once and come back in order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from types import TracebackType
+from typing import Any, Unpack
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from embedding_client.base import ClientBase
+from embedding_client.batching import Request
+from embedding_client.decode import assemble
+from embedding_client.errors import triton_errors
+from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
+from embedding_client.plan import Plan, batch_limit
+from embedding_client.transport import OUTPUT, Connection, Protocol, infer_inputs
+
+
+class _GrpcTransport:
+    """The gRPC client is thread-safe; a small pool keeps requests in flight."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._client = grpcclient.InferenceServerClient(connection.url)
+        self._pool = ThreadPoolExecutor(
+            connection.max_in_flight, thread_name_prefix="embedding-client"
+        )
+        self._priority = connection.priority
+        self._timeout_s = connection.timeout_s
+
+    def model_config(self, model: str) -> dict[str, Any]:
+        with triton_errors():
+            reply = self._client.get_model_config(
+                model, as_json=True, client_timeout=self._timeout_s
+            )
+        return reply["config"]
+
+    def infer_all(
+        self, model: str, requests: list[Request], parameters: Parameters
+    ) -> list[np.ndarray]:
+        return list(self._pool.map(partial(self._infer, model, parameters), requests))
+
+    def _infer(self, model: str, parameters: Parameters, request: Request) -> np.ndarray:
+        with triton_errors():
+            result = self._client.infer(
+                model,
+                infer_inputs(grpcclient, request),
+                parameters=parameters,
+                priority=self._priority,
+                client_timeout=self._timeout_s,
+            )
+        return result.as_numpy(OUTPUT)
+
+    def close(self) -> None:
+        self._pool.shutdown()
+        self._client.close()
+
+
+class _HttpTransport:
+    """tritonclient's HTTP client runs on gevent and must stay on one thread;
+    its async_infer keeps up to `concurrency` requests in flight."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._client = httpclient.InferenceServerClient(
+            connection.url,
+            concurrency=connection.max_in_flight,
+            connection_timeout=connection.timeout_s,
+            network_timeout=connection.timeout_s,
+        )
+        self._priority = connection.priority
+
+    def model_config(self, model: str) -> dict[str, Any]:
+        with triton_errors():
+            return self._client.get_model_config(model)
+
+    def infer_all(
+        self, model: str, requests: list[Request], parameters: Parameters
+    ) -> list[np.ndarray]:
+        with triton_errors():
+            pending = [
+                self._client.async_infer(
+                    model,
+                    infer_inputs(httpclient, request),
+                    parameters=parameters,
+                    priority=self._priority,
+                )
+                for request in requests
+            ]
+            return [reply.get_result().as_numpy(OUTPUT) for reply in pending]
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
+    """Texts or token ids in, numpy arrays out; arguments in ClientBase. Not
+    for use from several threads at once with protocol="http"."""
+
+    def _open(self, protocol: Protocol, connection: Connection) -> _GrpcTransport | _HttpTransport:
+        return _GrpcTransport(connection) if protocol == "grpc" else _HttpTransport(connection)
+
+    def embed(self, texts: str | Sequence[str], **options: Unpack[EmbedKwargs]) -> np.ndarray:
+        """[N, k] float32 by default; embedding_client.decode tells the other dtypes."""
+        return self._run(self._planner.texts(texts, EmbedOptions(**options)))
+
+    def embed_tokens(
+        self, input_ids: object, attention_mask: object, **options: Unpack[EmbedKwargs]
+    ) -> np.ndarray:
+        """input_ids and attention_mask: [N, L] integer arrays from the server's tokenizer."""
+        plan = self._planner.token_arrays(input_ids, attention_mask, EmbedOptions(**options))
+        return self._run(plan)
+
+    def embed_token_ids(
+        self, rows: Sequence[Sequence[int]], **options: Unpack[EmbedKwargs]
+    ) -> np.ndarray:
+        """Rows of token ids of any lengths, padded here per request."""
+        return self._run(self._planner.token_rows(rows, EmbedOptions(**options)))
+
+    def max_batch_size(self, model: str) -> int:
+        if model not in self._limits:
+            self._limits[model] = batch_limit(model, self._transport.model_config(model))
+        return self._limits[model]
+
+    def _run(self, plan: Plan) -> np.ndarray:
+        requests = plan.split(self.max_batch_size(plan.model))
+        parts = self._transport.infer_all(plan.model, requests, plan.options.parameters())
+        return assemble(parts, plan.options.dtype)
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> EmbeddingClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,71 @@
+"""Typed errors: each carries the server's message and status, so callers can
+tell a bad request from an overloaded or unreachable server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tritonclient.utils import InferenceServerException
+
+# gRPC status codes as tritonclient spells them, and HTTP status codes.
+# Triton rejects a request its full queue or its queue deadline turns away
+# with UNAVAILABLE (503); DEADLINE_EXCEEDED is this client's own timeout.
+_INVALID = {"StatusCode.INVALID_ARGUMENT", "400"}
+_UNAVAILABLE = {
+    "StatusCode.UNAVAILABLE",
+    "StatusCode.RESOURCE_EXHAUSTED",
+    "StatusCode.DEADLINE_EXCEEDED",
+    "429",
+    "503",
+    "504",
+}
+
+
+class EmbeddingError(Exception):
+    """Base class. `status` is the server's gRPC or HTTP status (for example
+    "StatusCode.INVALID_ARGUMENT" or "400"), or None when this library
+    rejected the call before sending anything."""
+
+    def __init__(self, message: str, status: str | None = None) -> None:
+        super().__init__(message if status is None else f"[{status}] {message}")
+        self.message = message
+        self.status = status
+
+
+class InvalidInputError(EmbeddingError):
+    """The request was malformed: an unknown option, an empty input, ..."""
+
+
+class UnavailableError(EmbeddingError):
+    """The server is unreachable, overloaded, too slow or rejecting work;
+    retry later."""
+
+
+class ServerError(EmbeddingError):
+    """The server failed for another reason."""
+
+
+def from_triton(error: InferenceServerException) -> EmbeddingError:
+    status = error.status()
+    message = error.message()
+    if status in _INVALID:
+        return InvalidInputError(message, status)
+    if status in _UNAVAILABLE:
+        return UnavailableError(message, status)
+    return ServerError(message, status)
+
+
+def from_connection(error: OSError) -> UnavailableError:
+    return UnavailableError(f"cannot reach the server ({type(error).__name__}: {error})")
+
+
+@contextmanager
+def triton_errors() -> Iterator[None]:
+    """Turns tritonclient's and the network's exceptions into typed ones."""
+    try:
+        yield
+    except InferenceServerException as error:
+        raise from_triton(error) from error
+    except OSError as error:
+        raise from_connection(error) from error

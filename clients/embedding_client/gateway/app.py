@@ -1,0 +1,117 @@
+"""The gateway as an aiohttp application."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from aiohttp import web
+
+from embedding_client.aio import AsyncEmbeddingClient
+from embedding_client.gateway.errors import ApiError
+from embedding_client.gateway.service import EmbeddingsService, ServedModel
+from embedding_client.tokenization import ClientTokenizer
+
+# OpenAI accepts up to 2048 inputs of 8192 tokens each; this bounds the body.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+JSON = "application/json"
+SERVICE = web.AppKey("service", EmbeddingsService)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    triton_url: str
+    tokenizer: Path
+    model_name: str = "all-MiniLM-L6-v2"
+    api_key: str | None = None
+    max_in_flight: int = 64
+    priority: int = 0
+
+
+def create_app(settings: GatewaySettings) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_openai_errors])
+    app.cleanup_ctx.append(partial(_service, settings))
+    app.add_routes(
+        [
+            web.post("/v1/embeddings", _create_embeddings),
+            web.get("/v1/models", _list_models),
+            web.get("/v1/models/{model}", _retrieve_model),
+            web.get("/health/live", _live),
+            web.get("/health/ready", _ready),
+        ]
+    )
+    return app
+
+
+async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIterator[None]:
+    """The gRPC client belongs to the running event loop, so it is made here."""
+    tokenizer = ClientTokenizer.from_file(settings.tokenizer)
+    client = AsyncEmbeddingClient(
+        settings.triton_url,
+        "grpc",
+        max_in_flight=settings.max_in_flight,
+        priority=settings.priority,
+    )
+    model = ServedModel(settings.model_name, int(time.time()))
+    app[SERVICE] = EmbeddingsService(client, tokenizer, model, settings.api_key)
+    yield
+    await client.close()
+
+
+def _json(body: bytes, status: int = 200) -> web.Response:
+    return web.Response(body=body, status=status, content_type=JSON)
+
+
+@web.middleware
+async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as error:
+        return _json(error.body(), error.status)
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        return _json(
+            ApiError(error.status, f"{error.reason}: {request.method} {request.path}").body(),
+            error.status,
+        )
+    except Exception:
+        logger.exception("unexpected failure on %s %s", request.method, request.path)
+        failure = ApiError(500, "The gateway failed unexpectedly", type="server_error")
+        return _json(failure.body(), failure.status)
+
+
+def _authorized(request: web.Request) -> EmbeddingsService:
+    service = request.app[SERVICE]
+    service.authorize(request.headers.get("Authorization"))
+    return service
+
+
+async def _create_embeddings(request: web.Request) -> web.Response:
+    service = _authorized(request)
+    return _json(await service.create_embeddings(await request.read()))
+
+
+async def _list_models(request: web.Request) -> web.Response:
+    return _json(_authorized(request).list_models())
+
+
+async def _retrieve_model(request: web.Request) -> web.Response:
+    return _json(_authorized(request).retrieve_model(request.match_info["model"]))
+
+
+async def _live(request: web.Request) -> web.Response:
+    return _json(b'{"status":"live"}')
+
+
+async def _ready(request: web.Request) -> web.Response:
+    if await request.app[SERVICE].triton_ready():
+        return _json(b'{"status":"ready"}')
+    raise ApiError(503, "Triton is not ready", type="server_error", code="service_unavailable")

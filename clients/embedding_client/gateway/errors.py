@@ -1,0 +1,70 @@
+"""OpenAI-style error objects, and how Triton's failures map onto them."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+from embedding_client.errors import EmbeddingError, InvalidInputError, UnavailableError
+
+_RATE_LIMITED = {"StatusCode.RESOURCE_EXHAUSTED", "429"}
+# The serializer names the offending request parameter this way.
+_PARAMETER = re.compile(r"invalid parameter '(\w+)'")
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> bytes:
+        return orjson.dumps(
+            {
+                "error": {
+                    "message": self.message,
+                    "type": self.type,
+                    "param": self.param,
+                    "code": self.code,
+                }
+            }
+        )
+
+
+def bad_request(message: str, param: str | None, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def from_embedding_error(error: EmbeddingError) -> ApiError:
+    if isinstance(error, InvalidInputError):
+        named = _PARAMETER.search(error.message)
+        return bad_request(error.message, named.group(1) if named else None)
+    if isinstance(error, UnavailableError):
+        if error.status in _RATE_LIMITED:
+            return ApiError(
+                429,
+                f"Triton is overloaded, retry later: {error.message}",
+                type="rate_limit_error",
+                code="rate_limit_exceeded",
+            )
+        return ApiError(
+            503,
+            f"Triton is unavailable or overloaded, retry later: {error.message}",
+            type="server_error",
+            code="service_unavailable",
+        )
+    return ApiError(
+        502, f"Triton failed: {error.message}", type="server_error", code="upstream_error"
+    )

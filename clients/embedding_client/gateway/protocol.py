@@ -1,0 +1,196 @@
+"""OpenAI's embeddings API: request parsing with OpenAI's limits, and
+responses shaped exactly like OpenAI's.
+
+base64 embeddings are the float32 little-endian bytes Triton returned; float
+embeddings go from numpy to JSON through orjson, with no Python float list.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import orjson
+
+from embedding_client.gateway.errors import ApiError, bad_request
+
+MAX_INPUTS = 2048
+FIELDS = frozenset({"input", "model", "encoding_format", "dimensions", "user"})
+EncodingFormat = Literal["float", "base64"]
+_INPUT_SHAPES = (
+    "a string, an array of strings, an array of token ids or an array of token-id arrays"
+)
+
+
+@dataclass(frozen=True)
+class TokenLimits:
+    max_length: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class EmbeddingsRequest:
+    """Exactly one of texts and token_rows is non-empty."""
+
+    model: str
+    texts: list[str]
+    token_rows: list[list[int]]
+    encoding_format: EncodingFormat
+    dimensions: int | None
+
+
+def parse_embeddings_request(
+    body: bytes, served_model: str, limits: TokenLimits
+) -> EmbeddingsRequest:
+    payload = _json_object(body)
+    unknown = sorted(payload.keys() - FIELDS)
+    if unknown:
+        raise bad_request(
+            f"Unrecognized request argument supplied: {unknown[0]}", unknown[0], "unknown_parameter"
+        )
+    model = _model(payload, served_model)
+    _optional_string(payload, "user")
+    texts, token_rows = _input(payload.get("input"), limits)
+    return EmbeddingsRequest(
+        model, texts, token_rows, _encoding_format(payload), _dimensions(payload)
+    )
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise bad_request(
+            f"The request body is not valid JSON: {error}", None, "invalid_json"
+        ) from error
+    if not isinstance(payload, dict):
+        raise bad_request("The request body must be a JSON object", None, "invalid_json")
+    return payload
+
+
+def _model(payload: dict[str, Any], served_model: str) -> str:
+    model = payload.get("model")
+    if not isinstance(model, str):
+        raise bad_request(
+            "'model' is required and must be a string", "model", "missing_required_parameter"
+        )
+    if model != served_model:
+        raise ApiError(
+            404,
+            f"The model '{model}' does not exist; this gateway serves '{served_model}'",
+            param="model",
+            code="model_not_found",
+        )
+    return model
+
+
+def _optional_string(payload: dict[str, Any], field: str) -> None:
+    value = payload.get(field)
+    if value is not None and not isinstance(value, str):
+        raise bad_request(f"'{field}' must be a string", field)
+
+
+def _encoding_format(payload: dict[str, Any]) -> EncodingFormat:
+    value = payload.get("encoding_format")
+    if value is None or value == "float":
+        return "float"
+    if value == "base64":
+        return "base64"
+    raise bad_request(
+        f"'encoding_format' must be 'float' or 'base64', got {value!r}", "encoding_format"
+    )
+
+
+def _dimensions(payload: dict[str, Any]) -> int | None:
+    """Only the type and sign are checked here; Triton knows the model's width
+    and rejects larger values with a message naming 'dimensions'."""
+    value = payload.get("dimensions")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise bad_request(f"'dimensions' must be a positive integer, got {value!r}", "dimensions")
+    return value
+
+
+def _is_token_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _input(value: object, limits: TokenLimits) -> tuple[list[str], list[list[int]]]:
+    if value is None:
+        raise bad_request("'input' is required", "input", "missing_required_parameter")
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise bad_request(f"'input' must be {_INPUT_SHAPES}", "input")
+    if not value:
+        raise bad_request("'input' is an empty array", "input")
+    if all(isinstance(item, str) for item in value):
+        return _texts(value), []
+    if all(_is_token_id(item) for item in value):
+        return [], [_token_row(value, "input", limits)]
+    if all(isinstance(item, list) for item in value):
+        rows = [_token_row(row, f"input[{index}]", limits) for index, row in enumerate(value)]
+        return [], _bounded(rows)
+    raise bad_request(f"'input' must be {_INPUT_SHAPES}", "input")
+
+
+def _bounded(items: list[Any]) -> list[Any]:
+    if len(items) > MAX_INPUTS:
+        raise bad_request(
+            f"'input' has {len(items)} items; at most {MAX_INPUTS} are allowed", "input"
+        )
+    return items
+
+
+def _texts(texts: list[str]) -> list[str]:
+    for index, text in enumerate(texts):
+        if not text:
+            raise bad_request(f"'input[{index}]' is an empty string", "input")
+    return _bounded(texts)
+
+
+def _token_row(row: list[Any], where: str, limits: TokenLimits) -> list[int]:
+    if not row:
+        raise bad_request(f"'{where}' is an empty token array", "input")
+    if len(row) > limits.max_length:
+        raise bad_request(
+            f"'{where}' has {len(row)} tokens; the model takes at most {limits.max_length}",
+            "input",
+            "context_length_exceeded",
+        )
+    for token in row:
+        if not _is_token_id(token) or not 0 <= token < limits.vocab_size:
+            raise bad_request(
+                f"'{where}' holds {token!r}, not a token id in 0..{limits.vocab_size - 1}", "input"
+            )
+    return row
+
+
+def render_embeddings(
+    vectors: np.ndarray, encoding_format: EncodingFormat, model: str, prompt_tokens: int
+) -> bytes:
+    """vectors: float32 [N, k], little-endian as Triton sent them."""
+    if encoding_format == "base64":
+        embeddings: list[Any] = [base64.b64encode(row).decode("ascii") for row in vectors]
+    else:
+        embeddings = list(vectors)
+    data = [
+        {"object": "embedding", "index": index, "embedding": embedding}
+        for index, embedding in enumerate(embeddings)
+    ]
+    usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+    return orjson.dumps(
+        {"object": "list", "data": data, "model": model, "usage": usage},
+        option=orjson.OPT_SERIALIZE_NUMPY,
+    )
+
+
+def model_object(model: str, created: int, owned_by: str) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": created, "owned_by": owned_by}
+
+
+def render_models(models: list[dict[str, Any]]) -> bytes:
+    return orjson.dumps({"object": "list", "data": models})

@@ -1,0 +1,70 @@
+"""What one embedding call sends, shared by the sync and asyncio clients:
+the model, how to split the input for a given max batch size, the options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from embedding_client.batching import (
+    Request,
+    checked_texts,
+    checked_token_arrays,
+    checked_token_rows,
+    split_texts,
+    split_token_arrays,
+    split_token_rows,
+)
+from embedding_client.errors import ServerError
+from embedding_client.options import EmbedOptions
+from embedding_client.tokenization import ClientTokenizer
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    split: Callable[[int], list[Request]]
+    options: EmbedOptions
+
+
+@dataclass(frozen=True)
+class Planner:
+    text_model: str
+    tokens_model: str
+    tokenizer: ClientTokenizer | None
+
+    def texts(self, texts: str | Sequence[str], options: EmbedOptions) -> Plan:
+        items = checked_texts(texts)
+        if self.tokenizer is not None:
+            return self.token_rows(self.tokenizer.encode(items), options)
+        return Plan(self.text_model, partial(split_texts, items), options)
+
+    def token_rows(self, rows: Sequence[Sequence[int]], options: EmbedOptions) -> Plan:
+        return Plan(self.tokens_model, partial(split_token_rows, checked_token_rows(rows)), options)
+
+    def token_arrays(
+        self, input_ids: object, attention_mask: object, options: EmbedOptions
+    ) -> Plan:
+        ids, mask = checked_token_arrays(input_ids, attention_mask)
+        return Plan(self.tokens_model, partial(split_token_arrays, ids, mask), options)
+
+
+def planner(
+    text_model: str, tokens_model: str, tokenizer: str | Path | ClientTokenizer | None
+) -> Planner:
+    if tokenizer is None or isinstance(tokenizer, ClientTokenizer):
+        return Planner(text_model, tokens_model, tokenizer)
+    return Planner(text_model, tokens_model, ClientTokenizer.from_file(tokenizer))
+
+
+def batch_limit(model: str, config: dict[str, Any]) -> int:
+    """The max batch size from a model config as Triton reports it in JSON."""
+    limit = int(config.get("max_batch_size", 0))
+    if limit < 1:
+        raise ServerError(
+            f"model {model!r} does not batch (max_batch_size {limit}); it cannot serve this client"
+        )
+    return limit

@@ -1,0 +1,39 @@
+"""What the sync and asyncio transports share: tensors as tritonclient
+inputs (tritonclient.grpc and tritonclient.http spell them alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Literal
+
+from embedding_client.batching import Request
+
+OUTPUT = "EMBEDDING"
+Protocol = Literal["grpc", "http"]
+PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """url: host:port, no scheme. priority: Triton's request priority level,
+    0 for the model's default. max_in_flight: requests this client keeps in
+    flight at once."""
+
+    url: str
+    max_in_flight: int
+    priority: int
+    timeout_s: float
+
+
+def infer_inputs(module: ModuleType, request: Request) -> list[Any]:
+    inputs = []
+    for tensor in request:
+        item = module.InferInput(tensor.name, list(tensor.data.shape), tensor.datatype)
+        item.set_data_from_numpy(tensor.data)
+        inputs.append(item)
+    return inputs
+
+
+def unknown_protocol(protocol: str) -> ValueError:
+    return ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")

@@ -1,0 +1,293 @@
+"""Measure what the OpenAI-compatible gateway adds to end-to-end latency, and
+what the client library spends decoding embeddings.
+
+One tritonserver and one gateway in front of it, driven by closed-loop
+asyncio clients, the same requests (short English texts) on three routes,
+alternated in rounds so that drift on this small machine hits all of them:
+- direct: the library's asyncio gRPC client, texts to Triton's `embed`;
+- direct, pretokenized: the same client tokenizing locally, ids to
+  `embed_tokens` (the route the gateway takes to Triton);
+- gateway: POST /v1/embeddings with encoding_format=base64, decoded to
+  float32 as the openai SDK does.
+
+Then the decode cost per 1000 embeddings, on real response bytes.
+
+    .venv/bin/python -m perf.gateway_overhead [--clients 16] [--texts-per-request 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import itertools
+import json
+import os
+import platform
+import tempfile
+import time
+import timeit
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import numpy as np
+import orjson
+import tritonclient.grpc as grpcclient
+from embedding_client import AsyncEmbeddingClient
+from embedding_client.batching import split_texts
+from embedding_client.decode import assemble
+from embedding_client.gateway.launch import RunningGateway, running_gateway
+from embedding_client.transport import OUTPUT, infer_inputs
+
+from perf.padding_effect import short_texts
+from server.launch import MODEL_REPOSITORY, REPO_ROOT
+from server.process import RunningServer, running_server
+
+TOKENIZER = MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+RESULT = REPO_ROOT / "perf" / "results" / "debian12-2core" / "gateway_overhead.md"
+MODEL_NAME = "all-MiniLM-L6-v2"
+GATEWAY_ROUTE = "gateway: POST /v1/embeddings, base64"
+WARMUP_S = 3.0
+DECODE_ROWS = 1000
+
+Call = Callable[[list[str]], Awaitable[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Latencies:
+    seconds: list[float]
+    wall_s: float
+    texts_per_request: int
+
+    def ms(self, quantile: float) -> float:
+        return float(np.quantile(self.seconds, quantile)) * 1000
+
+    @property
+    def mean_ms(self) -> float:
+        return float(np.mean(self.seconds)) * 1000
+
+    @property
+    def texts_per_s(self) -> float:
+        return len(self.seconds) * self.texts_per_request / self.wall_s
+
+
+async def closed_loop(
+    call: Call, batches: list[list[str]], clients: int, seconds: float
+) -> Latencies:
+    """`clients` workers, each sending its next request when the last returns."""
+    deadline = time.perf_counter() + seconds
+    order = itertools.count()
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        while time.perf_counter() < deadline:
+            texts = batches[next(order) % len(batches)]
+            start = time.perf_counter()
+            await call(texts)
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return Latencies(latencies, time.perf_counter() - start, len(batches[0]))
+
+
+def gateway_call(session: aiohttp.ClientSession, url: str) -> Call:
+    async def call(texts: list[str]) -> np.ndarray:
+        body = orjson.dumps({"model": MODEL_NAME, "input": texts, "encoding_format": "base64"})
+        headers = {"Content-Type": "application/json"}
+        async with session.post(url, data=body, headers=headers) as reply:
+            reply.raise_for_status()
+            payload = orjson.loads(await reply.read())
+        rows = [base64.b64decode(item["embedding"]) for item in payload["data"]]
+        return np.frombuffer(b"".join(rows), "<f4").reshape(len(rows), -1)
+
+    return call
+
+
+def merge(parts: list[Latencies]) -> Latencies:
+    return Latencies(
+        [value for part in parts for value in part.seconds],
+        sum(part.wall_s for part in parts),
+        parts[0].texts_per_request,
+    )
+
+
+def process_cpu_s(pid: int) -> float:
+    """User plus system CPU time of a process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def alternate(
+    routes: dict[str, Call], batches: list[list[str]], args: argparse.Namespace
+) -> dict[str, Latencies]:
+    runs: dict[str, list[Latencies]] = {name: [] for name in routes}
+    names = list(routes)
+    for round_index in range(args.rounds):
+        # Rotate the order each round so no route always follows another.
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            latencies = await closed_loop(routes[name], batches, args.clients, args.seconds)
+            runs[name].append(latencies)
+            print(f"round {round_index + 1}: {name}: {latencies.mean_ms:.1f} ms", flush=True)
+    return {name: merge(parts) for name, parts in runs.items()}
+
+
+async def measure_routes(
+    server: RunningServer, gateway: RunningGateway, args: argparse.Namespace
+) -> tuple[dict[str, Latencies], float]:
+    """Latencies per route, and the gateway process's CPU ms per request."""
+    size = args.texts_per_request
+    texts = short_texts(size * 256)
+    batches = [texts[i : i + size] for i in range(0, len(texts) - size + 1, size)]
+    connector = aiohttp.TCPConnector(limit=args.clients)
+    async with (
+        AsyncEmbeddingClient(
+            server.grpc_url, max_in_flight=args.clients, priority=args.priority
+        ) as direct,
+        AsyncEmbeddingClient(
+            server.grpc_url, tokenizer=TOKENIZER, max_in_flight=args.clients, priority=args.priority
+        ) as pretokenized,
+        aiohttp.ClientSession(connector=connector) as session,
+    ):
+        routes: dict[str, Call] = {
+            "direct: Triton gRPC `embed`": direct.embed,
+            "direct, pretokenized: Triton gRPC `embed_tokens`": pretokenized.embed,
+            GATEWAY_ROUTE: gateway_call(session, f"{gateway.base_url}/embeddings"),
+        }
+        for call in routes.values():
+            await closed_loop(call, batches, args.clients, WARMUP_S)
+        # The gateway idles while the direct routes run: its CPU time from
+        # here on goes to the measured gateway requests.
+        cpu_start = process_cpu_s(gateway.pid)
+        results = await alternate(routes, batches, args)
+        cpu_s = process_cpu_s(gateway.pid) - cpu_start
+    return results, cpu_s * 1000 / len(results[GATEWAY_ROUTE].seconds)
+
+
+def real_responses(server: RunningServer) -> list[grpcclient.InferResult]:
+    texts = list(itertools.islice(itertools.cycle(short_texts(DECODE_ROWS)), DECODE_ROWS))
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    return [
+        client.infer("embed", infer_inputs(grpcclient, request))
+        for request in split_texts(texts, 64)
+    ]
+
+
+def best_us(statement: Callable[[], object]) -> float:
+    timer = timeit.Timer(statement)
+    number, _ = timer.autorange()
+    return min(timer.repeat(repeat=5, number=number)) / number * 1e6
+
+
+def measure_decoding(server: RunningServer) -> dict[str, float]:
+    """Microseconds per 1000 float32 embeddings, from received bytes to a
+    [1000, 384] array."""
+    results = real_responses(server)
+    vectors = assemble([result.as_numpy(OUTPUT) for result in results], "float32")
+    base64_rows = [base64.b64encode(row).decode() for row in vectors]
+    json_lists = json.dumps(vectors.tolist())
+    return {
+        "library: as_numpy + view + concatenate, 16 responses": best_us(
+            lambda: assemble([result.as_numpy(OUTPUT) for result in results], "float32")
+        ),
+        "openai SDK style: base64 per row + np.frombuffer": best_us(
+            lambda: [np.frombuffer(base64.b64decode(row), "<f4") for row in base64_rows]
+        ),
+        "float lists: json.loads + np.array": best_us(
+            lambda: np.array(json.loads(json_lists), dtype=np.float32)
+        ),
+    }
+
+
+def overhead(gateway: float, direct: float) -> str:
+    return f"{(gateway / direct - 1) * 100:+.1f}%"
+
+
+def report(
+    routes: dict[str, Latencies],
+    gateway_cpu_ms: float,
+    decoding: dict[str, float],
+    args: argparse.Namespace,
+) -> str:
+    direct, pretokenized, gateway = routes.values()
+    lines = [
+        f"{args.clients} concurrent closed-loop clients x {args.texts_per_request} short texts "
+        f"per request, {args.rounds} rounds of {args.seconds:.0f} s per route (order rotated "
+        f"each round) after {WARMUP_S:.0f} s warm-up each, Triton priority level "
+        f"{args.priority} on every route; {platform.machine()}, "
+        f"{len(os.sched_getaffinity(0))} cores shared by tritonserver, the "
+        "gateway and the load generator.",
+        "",
+        "| route | requests | texts/s | mean ms | p50 ms | p99 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, latencies in routes.items():
+        lines.append(
+            f"| {name} | {len(latencies.seconds)} | {latencies.texts_per_s:.1f} | "
+            f"{latencies.mean_ms:.1f} | {latencies.ms(0.5):.1f} | {latencies.ms(0.99):.1f} |"
+        )
+    lines += [
+        "",
+        "Gateway latency compared with calling Triton directly:",
+        "",
+        "| baseline | mean | p50 | p99 |",
+        "|---|---|---|---|",
+    ]
+    for name, baseline in (("direct `embed`", direct), ("direct `embed_tokens`", pretokenized)):
+        lines.append(
+            f"| {name} | {overhead(gateway.mean_ms, baseline.mean_ms)} | "
+            f"{overhead(gateway.ms(0.5), baseline.ms(0.5))} | "
+            f"{overhead(gateway.ms(0.99), baseline.ms(0.99))} |"
+        )
+    lines += [
+        "",
+        f"Gateway process CPU time: {gateway_cpu_ms:.2f} ms per request "
+        f"({gateway_cpu_ms / gateway.mean_ms * 100:.2f}% of the mean gateway latency).",
+        "",
+        f"Decoding {DECODE_ROWS} float32 embeddings (384 dimensions) from real response bytes "
+        "(best of 5 timeit repeats):",
+        "",
+        "| decode | µs per 1000 embeddings |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {us:.0f} |" for name, us in decoding.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--texts-per-request", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=2,
+        help="Triton priority level on every route; the bulk level (2) queues instead of "
+        "rejecting at this concurrency",
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        logs = Path(scratch)
+        with (
+            running_server(logs / "tritonserver.log") as server,
+            running_gateway(
+                server.grpc_url,
+                TOKENIZER,
+                logs / "gateway.log",
+                extra_args=(f"--priority={args.priority}",),
+            ) as gateway,
+        ):
+            routes, gateway_cpu_ms = asyncio.run(measure_routes(server, gateway, args))
+            decoding = measure_decoding(server)
+    text = report(routes, gateway_cpu_ms, decoding, args)
+    RESULT.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

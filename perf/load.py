@@ -1,0 +1,101 @@
+"""Load generators for `embed` over gRPC (asyncio): closed loop to find
+capacity, open loop (fixed arrival rate, whatever the server does) to
+overload it. Every request ends in an Outcome, so sent == answered can be
+checked."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
+from tritonclient.utils import InferenceServerException
+
+INTERACTIVE = 1
+BULK = 2
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # "OK", or the gRPC status the server or the client deadline gave
+    started_s: float  # time.monotonic() when the request was sent
+    latency_s: float
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "OK"
+
+
+def text_inputs(texts: Sequence[str]) -> list[grpcclient.InferInput]:
+    batch = np.array([[text.encode("utf-8")] for text in texts], dtype=np.object_)
+    tensor = grpcclient.InferInput("TEXT", list(batch.shape), "BYTES")
+    tensor.set_data_from_numpy(batch)
+    return [tensor]
+
+
+async def send(
+    client: grpcaio.InferenceServerClient,
+    texts: Sequence[str],
+    priority: int,
+    deadline_s: float,
+) -> Outcome:
+    started = time.monotonic()
+    try:
+        await client.infer(
+            "embed", text_inputs(texts), priority=priority, client_timeout=deadline_s
+        )
+    except InferenceServerException as error:
+        return Outcome(str(error.status()), started, time.monotonic() - started, error.message())
+    return Outcome("OK", started, time.monotonic() - started)
+
+
+async def open_loop(
+    url: str,
+    requests: Sequence[Sequence[str]],
+    rate_per_s: float,
+    priority: int = INTERACTIVE,
+    deadline_s: float = 5.0,
+) -> list[Outcome]:
+    """Sends requests[i] at time i / rate_per_s, never waiting for answers."""
+    async with grpcaio.InferenceServerClient(url) as client:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        tasks = []
+        for index, texts in enumerate(requests):
+            await asyncio.sleep(max(0.0, start + index / rate_per_s - loop.time()))
+            tasks.append(asyncio.create_task(send(client, texts, priority, deadline_s)))
+        return list(await asyncio.gather(*tasks))
+
+
+async def closed_loop(
+    url: str,
+    requests: Sequence[Sequence[str]],
+    concurrency: int,
+    seconds: float,
+    priority: int = INTERACTIVE,
+    deadline_s: float = 30.0,
+) -> list[Outcome]:
+    """`concurrency` workers, each sending its next request when one returns."""
+    async with grpcaio.InferenceServerClient(url) as client:
+        stop_at = time.monotonic() + seconds
+        outcomes: list[Outcome] = []
+
+        async def worker(offset: int) -> None:
+            index = offset
+            while time.monotonic() < stop_at:
+                texts = requests[index % len(requests)]
+                outcomes.append(await send(client, texts, priority, deadline_s))
+                index += concurrency
+
+        await asyncio.gather(*(worker(offset) for offset in range(concurrency)))
+        return outcomes
+
+
+def percentile_ms(outcomes: Sequence[Outcome], percent: float) -> float:
+    latencies = [outcome.latency_s for outcome in outcomes]
+    return float(np.percentile(latencies, percent)) * 1000 if latencies else float("nan")
