@@ -35,6 +35,7 @@ import onnxruntime as ort
 import tritonclient.grpc as grpcclient
 from tokenizers import Tokenizer
 
+from perf.load import BULK
 from server.launch import MODEL_REPOSITORY
 from server.process import RunningServer, running_server
 from server.repository import repository_variant, set_parameter
@@ -81,7 +82,8 @@ def _request(texts: list[str]) -> list[grpcclient.InferInput]:
 def drive(
     server: RunningServer, texts: list[str], clients: int, per_request: int, seconds: float
 ) -> LoadResult:
-    """Closed loop: each client sends its next request when the last returns."""
+    """Closed loop: each client sends its next request when the last returns.
+    Requests go as bulk (priority 2), the level meant for throughput."""
     stop_at = time.monotonic() + WARMUP_S + seconds
     measure_from = time.monotonic() + WARMUP_S
     latencies: list[list[float]] = [[] for _ in range(clients)]
@@ -93,7 +95,7 @@ def drive(
         step = 0
         while (now := time.monotonic()) < stop_at:
             start = (index * 997 + step * per_request) % (len(texts) - per_request)
-            client.infer("embed", _request(texts[start : start + per_request]))
+            client.infer("embed", _request(texts[start : start + per_request]), priority=BULK)
             if now >= measure_from:
                 latencies[index].append(time.monotonic() - now)
             step += 1

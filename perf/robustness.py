@@ -36,11 +36,13 @@ from server.process import RunningServer, running_server
 # said otherwise), measured on the 2-core reference machine with the load
 # generator on the same cores.
 DEADLINE_S = 5.0
-OVERLOAD_SUCCESS_P99_S = 4.0
+OVERLOAD_SUCCESS_P99_S = 4.5
 REJECTION_P99_S = 2.0  # the interactive queue timeout is 1 s
 INTERACTIVE_P99_S = 2.0  # 1-text requests under bulk load at saturation
 RECOVERY_S = 10.0
 TEXTS_PER_REQUEST = 8
+# Enough bulk clients that their queue outgrows one embedder batch (64 rows).
+BULK_CLIENTS = 32
 EXPLICIT_REJECTIONS = {"StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED"}
 
 
@@ -104,7 +106,7 @@ def priority(
 
     async def run() -> PriorityResult:
         bulk = asyncio.create_task(
-            closed_loop(server.grpc_url, request_texts(4000), 16, seconds, priority=BULK)
+            closed_loop(server.grpc_url, request_texts(4000), BULK_CLIENTS, seconds, priority=BULK)
         )
         await asyncio.sleep(2.0)
         interactive, labelled_bulk = await asyncio.gather(
@@ -348,7 +350,7 @@ def report(workdir: Path, seconds: float) -> list[str]:
         f"| capacity | closed loop, 8 clients | {capacity:.1f} req/s "
         f"({capacity * TEXTS_PER_REQUEST:.0f} texts/s) |",
         *(_overload_row(result, seconds) for result in loads),
-        f"| priority | 16 bulk clients (priority 2) saturating, plus two trickles of 1-text "
+        f"| priority | {BULK_CLIENTS} bulk clients (priority 2) saturating, plus two trickles of 1-text "
         f"requests at 2/s, one interactive (priority 1), one labelled bulk | interactive "
         f"{_latency_cell(ranked.interactive)}; the same trickle as bulk "
         f"{_latency_cell(ranked.bulk_labelled_trickle)}; bulk {bulk_ok / ranked.seconds:.1f} "

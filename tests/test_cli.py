@@ -19,6 +19,8 @@ EMBED = Path(sys.executable).parent / "embed"
 TOKENIZER = MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
 TIMEOUT_S = 120
 ATOL = 1e-6
+# The model configurations' bulk priority level, as for embedding files.
+BULK = 2
 LINES = [f"Line {index}: the command line embeds a file." for index in range(100)]
 
 
@@ -30,7 +32,7 @@ def run_embed(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[byt
 
 @pytest.fixture(scope="module")
 def library(triton_server: RunningServer) -> Iterator[EmbeddingClient]:
-    with EmbeddingClient(triton_server.grpc_url) as client:
+    with EmbeddingClient(triton_server.grpc_url, priority=BULK) as client:
         yield client
 
 
@@ -43,6 +45,7 @@ def test_text_file_to_npy(
     # Chunks of 40 rows: the .npy header goes out before the first one.
     done = run_embed(
         f"--url={triton_server.grpc_url}",
+        f"--priority={BULK}",
         f"--file={source}",
         f"--output={output}",
         "--chunk-size=40",
@@ -62,6 +65,7 @@ def test_jsonl_file_to_jsonl_int8(
     output = tmp_path / "vectors.jsonl"
     done = run_embed(
         f"--url={triton_server.grpc_url}",
+        f"--priority={BULK}",
         f"--file={source}",
         "--field=body",
         "--dtype=int8",

@@ -28,6 +28,9 @@ from server.process import RunningServer
 
 TOKENIZER = MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
 ATOL = 1e-6
+# The model configurations' bulk priority level: its queue and deadline are
+# long enough that these tests do not hinge on how loaded the machine is.
+BULK = 2
 # More texts than the ensembles' max batch size (64), so they go out as
 # three requests at once.
 MANY_TEXTS = [f"Text number {index} on how a client splits its work." for index in range(150)]
@@ -53,7 +56,7 @@ def expected_many(direct: grpcclient.InferenceServerClient) -> np.ndarray:
 def test_embed_matches_plain_tritonclient(
     triton_server: RunningServer, direct: grpcclient.InferenceServerClient, protocol: str
 ) -> None:
-    with EmbeddingClient(url(triton_server, protocol), protocol) as client:
+    with EmbeddingClient(url(triton_server, protocol), protocol, priority=BULK) as client:
         vectors = client.embed(SAMPLE_TEXTS)
     assert vectors.shape == (len(SAMPLE_TEXTS), 384)
     assert vectors.dtype == np.float32
@@ -64,7 +67,7 @@ def test_embed_matches_plain_tritonclient(
 def test_one_response_is_decoded_without_a_copy(
     triton_server: RunningServer, protocol: str
 ) -> None:
-    with EmbeddingClient(url(triton_server, protocol), protocol) as client:
+    with EmbeddingClient(url(triton_server, protocol), protocol, priority=BULK) as client:
         vectors = client.embed(["a view of the received bytes", "not a copy"])
     assert not vectors.flags.owndata
     assert vectors.base is not None
@@ -74,14 +77,14 @@ def test_one_response_is_decoded_without_a_copy(
 def test_large_input_is_split_and_reassembled_in_order(
     triton_server: RunningServer, expected_many: np.ndarray, protocol: str
 ) -> None:
-    with EmbeddingClient(url(triton_server, protocol), protocol) as client:
+    with EmbeddingClient(url(triton_server, protocol), protocol, priority=BULK) as client:
         assert client.max_batch_size("embed") == 64
         vectors = client.embed(MANY_TEXTS)
     np.testing.assert_allclose(vectors, expected_many, atol=ATOL)
 
 
 def test_single_string_is_one_text(triton_server: RunningServer) -> None:
-    with EmbeddingClient(triton_server.grpc_url) as client:
+    with EmbeddingClient(triton_server.grpc_url, priority=BULK) as client:
         assert client.embed("one text").shape == (1, 384)
 
 
@@ -95,7 +98,7 @@ def test_decode_rows_reinterprets_without_copying() -> None:
 
 @pytest.mark.parametrize("dtype", list(ROW_DTYPES))
 def test_every_dtype_decodes_as_documented(triton_server: RunningServer, dtype: str) -> None:
-    with EmbeddingClient(triton_server.grpc_url) as client:
+    with EmbeddingClient(triton_server.grpc_url, priority=BULK) as client:
         reference = client.embed(SAMPLE_TEXTS[:4], dimensions=128)
         decoded = client.embed(SAMPLE_TEXTS[:4], dtype=dtype, dimensions=128)
     assert decoded.dtype == ROW_DTYPES[dtype]
@@ -115,7 +118,7 @@ def test_every_dtype_decodes_as_documented(triton_server: RunningServer, dtype: 
 def test_client_side_tokenization_matches_the_server(
     triton_server: RunningServer, direct: grpcclient.InferenceServerClient
 ) -> None:
-    with EmbeddingClient(triton_server.grpc_url, tokenizer=TOKENIZER) as client:
+    with EmbeddingClient(triton_server.grpc_url, tokenizer=TOKENIZER, priority=BULK) as client:
         vectors = client.embed(SAMPLE_TEXTS)
     np.testing.assert_allclose(vectors, embed_float32(direct, SAMPLE_TEXTS), atol=ATOL)
 
@@ -124,7 +127,7 @@ def test_embed_tokens_takes_padded_arrays(
     triton_server: RunningServer, direct: grpcclient.InferenceServerClient
 ) -> None:
     input_ids, attention_mask = pad_rows(ClientTokenizer.from_file(TOKENIZER).encode(SAMPLE_TEXTS))
-    with EmbeddingClient(triton_server.http_url, "http") as client:
+    with EmbeddingClient(triton_server.http_url, "http", priority=BULK) as client:
         vectors = client.embed_tokens(input_ids, attention_mask, dimensions=64)
     expected = embed_float32(direct, SAMPLE_TEXTS, dimensions=64)
     np.testing.assert_allclose(vectors, expected, atol=ATOL)
@@ -136,7 +139,7 @@ def test_async_client_matches_the_sync_client(
 ) -> None:
     async def embed_concurrently() -> list[np.ndarray]:
         async with AsyncEmbeddingClient(
-            url(triton_server, protocol), protocol, tokenizer=TOKENIZER
+            url(triton_server, protocol), protocol, tokenizer=TOKENIZER, priority=BULK
         ) as client:
             return await asyncio.gather(
                 client.embed(MANY_TEXTS),
@@ -145,7 +148,7 @@ def test_async_client_matches_the_sync_client(
 
     many, hello = asyncio.run(embed_concurrently())
     np.testing.assert_allclose(many, expected_many, atol=ATOL)
-    with EmbeddingClient(triton_server.grpc_url) as client:
+    with EmbeddingClient(triton_server.grpc_url, priority=BULK) as client:
         np.testing.assert_allclose(hello, client.embed(["hello world"]), atol=ATOL)
 
 
@@ -155,7 +158,7 @@ def test_async_client_matches_the_sync_client(
 def test_server_rejection_is_typed_with_message_and_status(
     triton_server: RunningServer, protocol: str, status: str
 ) -> None:
-    with EmbeddingClient(url(triton_server, protocol), protocol) as client:
+    with EmbeddingClient(url(triton_server, protocol), protocol, priority=BULK) as client:
         with pytest.raises(InvalidInputError) as caught:
             client.embed(["text"], dimensions=385)
     assert caught.value.status == status
@@ -164,7 +167,7 @@ def test_server_rejection_is_typed_with_message_and_status(
 
 def test_async_server_rejection_is_typed(triton_server: RunningServer) -> None:
     async def embed_binary_of_odd_width() -> None:
-        async with AsyncEmbeddingClient(triton_server.grpc_url) as client:
+        async with AsyncEmbeddingClient(triton_server.grpc_url, priority=BULK) as client:
             await client.embed(["text"], dtype="binary", dimensions=12)
 
     with pytest.raises(InvalidInputError, match="multiple of 8") as caught:
@@ -188,7 +191,7 @@ def test_async_server_rejection_is_typed(triton_server: RunningServer) -> None:
 def test_bad_input_is_rejected_before_sending(
     triton_server: RunningServer, call: Callable[[EmbeddingClient], object], message: str
 ) -> None:
-    with EmbeddingClient(triton_server.grpc_url) as client:
+    with EmbeddingClient(triton_server.grpc_url, priority=BULK) as client:
         with pytest.raises(InvalidInputError, match=message.replace("[", r"\[")) as caught:
             call(client)
     assert caught.value.status is None

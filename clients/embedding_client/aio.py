@@ -21,14 +21,20 @@ from embedding_client.decode import assemble
 from embedding_client.errors import triton_errors
 from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
 from embedding_client.plan import Plan, batch_limit
-from embedding_client.transport import OUTPUT, Connection, Protocol, infer_inputs
+from embedding_client.transport import (
+    OUTPUT,
+    Connection,
+    Protocol,
+    grpc_call_options,
+    infer_inputs,
+)
 
 
 class _AsyncGrpcTransport:
     def __init__(self, connection: Connection) -> None:
         self._client = grpcaio.InferenceServerClient(connection.url)
         self._slots = asyncio.Semaphore(connection.max_in_flight)
-        self._priority = connection.priority
+        self._call = grpc_call_options(connection)
         self._timeout_s = connection.timeout_s
 
     async def model_config(self, model: str) -> dict[str, Any]:
@@ -42,11 +48,7 @@ class _AsyncGrpcTransport:
         with triton_errors():
             async with self._slots:
                 result = await self._client.infer(
-                    model,
-                    infer_inputs(grpcclient, request),
-                    parameters=parameters,
-                    priority=self._priority,
-                    client_timeout=self._timeout_s,
+                    model, infer_inputs(grpcclient, request), parameters=parameters, **self._call
                 )
         return result.as_numpy(OUTPUT)
 

@@ -20,7 +20,13 @@ from embedding_client.decode import assemble
 from embedding_client.errors import triton_errors
 from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
 from embedding_client.plan import Plan, batch_limit
-from embedding_client.transport import OUTPUT, Connection, Protocol, infer_inputs
+from embedding_client.transport import (
+    OUTPUT,
+    Connection,
+    Protocol,
+    grpc_call_options,
+    infer_inputs,
+)
 
 
 class _GrpcTransport:
@@ -31,7 +37,7 @@ class _GrpcTransport:
         self._pool = ThreadPoolExecutor(
             connection.max_in_flight, thread_name_prefix="embedding-client"
         )
-        self._priority = connection.priority
+        self._call = grpc_call_options(connection)
         self._timeout_s = connection.timeout_s
 
     def model_config(self, model: str) -> dict[str, Any]:
@@ -49,11 +55,7 @@ class _GrpcTransport:
     def _infer(self, model: str, parameters: Parameters, request: Request) -> np.ndarray:
         with triton_errors():
             result = self._client.infer(
-                model,
-                infer_inputs(grpcclient, request),
-                parameters=parameters,
-                priority=self._priority,
-                client_timeout=self._timeout_s,
+                model, infer_inputs(grpcclient, request), parameters=parameters, **self._call
             )
         return result.as_numpy(OUTPUT)
 

@@ -26,6 +26,11 @@ class Connection:
     timeout_s: float
 
 
+def grpc_call_options(connection: Connection) -> dict[str, Any]:
+    """Keyword arguments of tritonclient's gRPC infer, sync and asyncio alike."""
+    return {"priority": connection.priority, "client_timeout": connection.timeout_s}
+
+
 def infer_inputs(module: ModuleType, request: Request) -> list[Any]:
     inputs = []
     for tensor in request:
