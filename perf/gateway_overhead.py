@@ -41,7 +41,7 @@ from embedding_client.decode import assemble
 from embedding_client.gateway.launch import RunningGateway, running_gateway
 from embedding_client.transport import OUTPUT, infer_inputs
 
-from perf.padding_effect import short_texts
+from perf.load import short_texts
 from server.launch import MODEL_REPOSITORY, REPO_ROOT
 from server.process import RunningServer, running_server
 

@@ -1,11 +1,13 @@
-"""Load generators for `embed` over gRPC (asyncio): closed loop to find
-capacity, open loop (fixed arrival rate, whatever the server does) to
-overload it. Every request ends in an Outcome, so sent == answered can be
-checked."""
+"""Workload and load generators for `embed` over gRPC (asyncio): short
+English texts from Python's pydoc_data, a closed loop to find capacity, an
+open loop (fixed arrival rate, whatever the server does) to overload it.
+Every request ends in an Outcome, so sent == answered can be checked."""
 
 from __future__ import annotations
 
 import asyncio
+import pydoc_data.topics
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +19,23 @@ from tritonclient.utils import InferenceServerException
 
 INTERACTIVE = 1
 BULK = 2
+
+
+def short_texts(count: int) -> list[str]:
+    """Deterministic English sentences of 8 to 40 words."""
+    prose = " ".join(pydoc_data.topics.topics[key] for key in sorted(pydoc_data.topics.topics))
+    sentences = (" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+", prose))
+    picked = [s for s in sentences if 8 <= len(s.split()) <= 40 and s.isascii()]
+    return picked[:count]
+
+
+def request_texts(count: int, per_request: int) -> list[list[str]]:
+    """`count` requests of `per_request` short texts each, cycling the texts."""
+    texts = short_texts(2000)
+    return [
+        [texts[(index * per_request + offset) % len(texts)] for offset in range(per_request)]
+        for index in range(count)
+    ]
 
 
 @dataclass(frozen=True)

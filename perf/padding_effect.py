@@ -19,11 +19,10 @@ statistics API:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
-import pydoc_data.topics
 import re
 import tempfile
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -32,10 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-import tritonclient.grpc as grpcclient
 from tokenizers import Tokenizer
 
-from perf.load import BULK
+from perf.load import BULK, closed_loop, percentile_ms, request_texts, short_texts
 from server.launch import MODEL_REPOSITORY
 from server.process import RunningServer, running_server
 from server.repository import repository_variant, set_parameter
@@ -57,14 +55,6 @@ class LoadResult:
         return rows / executions if executions else 0.0
 
 
-def short_texts(count: int) -> list[str]:
-    """Deterministic English sentences of 8 to 40 words."""
-    prose = " ".join(pydoc_data.topics.topics[key] for key in sorted(pydoc_data.topics.topics))
-    sentences = (" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+", prose))
-    picked = [s for s in sentences if 8 <= len(s.split()) <= 40 and s.isascii()]
-    return picked[:count]
-
-
 def embedder_batches(server: RunningServer) -> Counter[int]:
     url = f"http://{server.http_url}/v2/models/embedder/stats"
     with urllib.request.urlopen(url) as reply:
@@ -72,53 +62,22 @@ def embedder_batches(server: RunningServer) -> Counter[int]:
     return Counter({entry["batch_size"]: entry["compute_infer"]["count"] for entry in stats})
 
 
-def _request(texts: list[str]) -> list[grpcclient.InferInput]:
-    batch = np.array([[text.encode()] for text in texts], dtype=np.object_)
-    tensor = grpcclient.InferInput("TEXT", list(batch.shape), "BYTES")
-    tensor.set_data_from_numpy(batch)
-    return [tensor]
-
-
 def drive(
-    server: RunningServer, texts: list[str], clients: int, per_request: int, seconds: float
+    server: RunningServer, requests: list[list[str]], clients: int, seconds: float
 ) -> LoadResult:
-    """Closed loop: each client sends its next request when the last returns.
-    Requests go as bulk (priority 2), the level meant for throughput."""
-    stop_at = time.monotonic() + WARMUP_S + seconds
-    measure_from = time.monotonic() + WARMUP_S
-    latencies: list[list[float]] = [[] for _ in range(clients)]
-    counted = threading.Event()
-    before: list[Counter[int]] = []
-
-    def client_loop(index: int) -> None:
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        step = 0
-        while (now := time.monotonic()) < stop_at:
-            start = (index * 997 + step * per_request) % (len(texts) - per_request)
-            client.infer("embed", _request(texts[start : start + per_request]), priority=BULK)
-            if now >= measure_from:
-                latencies[index].append(time.monotonic() - now)
-            step += 1
-
-    def snapshot_after_warmup() -> None:
-        time.sleep(WARMUP_S)
-        before.append(embedder_batches(server))
-        counted.set()
-
-    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(clients)]
-    threads.append(threading.Thread(target=snapshot_after_warmup))
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    counted.wait()
-    after = embedder_batches(server)
-    all_latencies = np.array([value for values in latencies for value in values]) * 1000
+    """perf.load's closed loop at the bulk level (the one meant for
+    throughput), after a warm-up run that is not counted."""
+    asyncio.run(closed_loop(server.grpc_url, requests, clients, WARMUP_S, priority=BULK))
+    before = embedder_batches(server)
+    outcomes = asyncio.run(closed_loop(server.grpc_url, requests, clients, seconds, priority=BULK))
+    failed = Counter(outcome.status for outcome in outcomes if not outcome.ok)
+    if failed:
+        raise RuntimeError(f"requests failed during the measurement: {dict(failed)}")
     return LoadResult(
-        sentences_per_s=len(all_latencies) * per_request / seconds,
-        p50_ms=float(np.percentile(all_latencies, 50)),
-        p99_ms=float(np.percentile(all_latencies, 99)),
-        embedder_batches=after - before[0],
+        sentences_per_s=len(outcomes) * len(requests[0]) / seconds,
+        p50_ms=percentile_ms(outcomes, 50),
+        p99_ms=percentile_ms(outcomes, 99),
+        embedder_batches=embedder_batches(server) - before,
     )
 
 
@@ -126,8 +85,9 @@ def without_ragged_batching(config: str) -> str:
     return re.sub(r"\n\s*allow_ragged_batch: true", "", config)
 
 
-def in_process_table(texts: list[str], group_sizes: list[int]) -> list[str]:
-    """sentences/s and padded/real tokens of ONNX Runtime on one thread."""
+def in_process_table(texts: list[str], group_sizes: list[int]) -> tuple[list[str], float]:
+    """Table rows of sentences/s and padded/real tokens of ONNX Runtime on one
+    thread, and the texts' mean token count."""
     tokenizer = Tokenizer.from_file(str(MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"))
     encodings = tokenizer.encode_batch(texts)
     lengths = np.array([len(encoding.ids) for encoding in encodings])
@@ -160,12 +120,7 @@ def in_process_table(texts: list[str], group_sizes: list[int]) -> list[str]:
             f"| {group_size} | {arrival[0]:.1f} | {arrival[1]:.2f} | "
             f"{by_length[0]:.1f} | {by_length[1]:.2f} |"
         )
-    return rows
-
-
-def in_process_mean_tokens(texts: list[str]) -> float:
-    tokenizer = Tokenizer.from_file(str(MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"))
-    return float(np.mean([len(encoding.ids) for encoding in tokenizer.encode_batch(texts)]))
+    return rows, float(lengths.mean())
 
 
 def main() -> None:
@@ -177,7 +132,8 @@ def main() -> None:
     args = parser.parse_args()
 
     texts = short_texts(2000)
-    in_process = in_process_table(texts[:512], [1, 4, 8, 16, 32, 64])
+    in_process, mean_tokens = in_process_table(texts[:512], [1, 4, 8, 16, 32, 64])
+    requests = request_texts(2000, args.texts_per_request)
     rows = []
     with tempfile.TemporaryDirectory(prefix="padding_effect_") as workdir:
         schemes = {
@@ -191,7 +147,7 @@ def main() -> None:
         }
         for name, repository in schemes.items():
             with running_server(Path(workdir) / "server.log", repository) as server:
-                result = drive(server, texts, args.clients, args.texts_per_request, args.seconds)
+                result = drive(server, requests, args.clients, args.seconds)
             common = ", ".join(
                 f"{size}x{count}" for size, count in sorted(result.embedder_batches.most_common(6))
             )
@@ -202,7 +158,7 @@ def main() -> None:
     table = "\n".join(
         [
             "In-process ONNX Runtime, 1 thread, 512 short texts (mean "
-            f"{in_process_mean_tokens(texts[:512]):.1f} tokens), groups padded to their longest row:",
+            f"{mean_tokens:.1f} tokens), groups padded to their longest row:",
             "",
             "| rows per run | arrival order: sentences/s | padded/real tokens "
             "| sorted by length: sentences/s | padded/real tokens |",

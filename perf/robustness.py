@@ -27,8 +27,16 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from perf.load import BULK, INTERACTIVE, Outcome, closed_loop, open_loop, percentile_ms
-from perf.padding_effect import short_texts
+from perf.load import (
+    BULK,
+    INTERACTIVE,
+    Outcome,
+    closed_loop,
+    open_loop,
+    percentile_ms,
+    request_texts,
+    text_inputs,
+)
 from server.health import python_stubs
 from server.process import RunningServer, running_server
 
@@ -46,17 +54,11 @@ BULK_CLIENTS = 32
 EXPLICIT_REJECTIONS = {"StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED"}
 
 
-def request_texts(count: int, per_request: int = TEXTS_PER_REQUEST) -> list[list[str]]:
-    texts = short_texts(2000)
-    return [
-        [texts[(index * per_request + offset) % len(texts)] for offset in range(per_request)]
-        for index in range(count)
-    ]
-
-
 def measure_capacity(server: RunningServer, seconds: float = 10.0) -> float:
     """Requests/s the server completes with 8 clients always waiting on it."""
-    outcomes = asyncio.run(closed_loop(server.grpc_url, request_texts(2000), 8, seconds))
+    outcomes = asyncio.run(
+        closed_loop(server.grpc_url, request_texts(2000, TEXTS_PER_REQUEST), 8, seconds)
+    )
     return sum(outcome.ok for outcome in outcomes) / seconds
 
 
@@ -84,7 +86,7 @@ def overload(
     server: RunningServer, capacity_per_s: float, multiple: float, seconds: float = 20.0
 ) -> OverloadResult:
     rate = capacity_per_s * multiple
-    requests = request_texts(int(rate * seconds))
+    requests = request_texts(int(rate * seconds), TEXTS_PER_REQUEST)
     outcomes = asyncio.run(open_loop(server.grpc_url, requests, rate, deadline_s=DEADLINE_S))
     return OverloadResult(multiple, rate, outcomes, server.is_ready())
 
@@ -102,11 +104,17 @@ def priority(
 ) -> PriorityResult:
     """Bulk clients saturate the server while two identical trickles of
     1-text requests arrive, one labelled interactive and one bulk."""
-    trickle = request_texts(int(trickle_per_s * (seconds - 4)), per_request=1)
+    trickle = request_texts(int(trickle_per_s * (seconds - 4)), 1)
 
     async def run() -> PriorityResult:
         bulk = asyncio.create_task(
-            closed_loop(server.grpc_url, request_texts(4000), BULK_CLIENTS, seconds, priority=BULK)
+            closed_loop(
+                server.grpc_url,
+                request_texts(4000, TEXTS_PER_REQUEST),
+                BULK_CLIENTS,
+                seconds,
+                priority=BULK,
+            )
         )
         await asyncio.sleep(2.0)
         interactive, labelled_bulk = await asyncio.gather(
@@ -146,7 +154,7 @@ def kill_stub(
 ) -> FaultResult:
     """Kills one stub process of `model` under load at half capacity."""
     rate = capacity_per_s / 2
-    requests = request_texts(int(rate * seconds))
+    requests = request_texts(int(rate * seconds), TEXTS_PER_REQUEST)
     server_pid = server.tritonserver_pid
     stubs = python_stubs(server_pid)[model]
 
@@ -283,13 +291,15 @@ def shutdown(log_path: Path, in_flight: int = 16) -> ShutdownResult:
         def call(texts: list[str]) -> str:
             client = grpcclient.InferenceServerClient(server.grpc_url)
             try:
-                client.infer("embed", _text_input(texts), priority=BULK, client_timeout=60.0)
+                client.infer("embed", text_inputs(texts), priority=BULK, client_timeout=60.0)
             except InferenceServerException as error:
                 return str(error.status())
             return "OK"
 
         with ThreadPoolExecutor(max_workers=in_flight) as pool:
-            futures = [pool.submit(call, texts) for texts in request_texts(in_flight)]
+            futures = [
+                pool.submit(call, texts) for texts in request_texts(in_flight, TEXTS_PER_REQUEST)
+            ]
             time.sleep(0.5)
             stopped_at = time.monotonic()
             server.launcher.send_signal(signal.SIGTERM)
@@ -297,13 +307,6 @@ def shutdown(log_path: Path, in_flight: int = 16) -> ShutdownResult:
         exit_code = server.launcher.wait(timeout=60.0)
         exit_s = time.monotonic() - stopped_at
     return ShutdownResult(in_flight, client_outcomes.count("OK"), exit_code, exit_s)
-
-
-def _text_input(texts: Sequence[str]) -> list[grpcclient.InferInput]:
-    batch = np.array([[text.encode()] for text in texts], dtype=np.object_)
-    tensor = grpcclient.InferInput("TEXT", list(batch.shape), "BYTES")
-    tensor.set_data_from_numpy(batch)
-    return [tensor]
 
 
 def _latency_cell(outcomes: Sequence[Outcome]) -> str:
