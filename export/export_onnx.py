@@ -8,9 +8,9 @@ Before anything is written, the ONNX file is run with onnxruntime on a fixed set
 compared with `SentenceTransformer.encode`; the export fails if any cosine is below the
 threshold. On success it writes, each file atomically:
 
-    <repository>/embedder/1/model.onnx
-    <repository>/embedder/1/export.json
-    <repository>/tokenizer/1/tokenizer.json   (truncation at max_seq_length, no padding)
+    <repository>/onnx_cpu/embedder/1/model.onnx
+    <repository>/onnx_cpu/embedder/1/export.json
+    <repository>/shared/tokenizer/1/tokenizer.json   (truncation at max_seq_length, no padding)
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--repository",
         type=Path,
         default=Path(__file__).resolve().parent.parent / "model_repository",
-        help="Triton model repository to write into (default: %(default)s)",
+        help="model repository root holding shared/ and onnx_cpu/ (default: %(default)s)",
     )
     parser.add_argument(
         "--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (default: %(default)s)"
@@ -460,13 +460,14 @@ def publish(
     repository: Path, onnx_path: Path, tokenizer: Tokenizer, record: dict[str, Any]
 ) -> Path:
     """Writes model.onnx, the serving tokenizer.json and export.json into the repository."""
-    model_path = repository / "embedder" / "1" / "model.onnx"
+    model_path = repository / "onnx_cpu" / "embedder" / "1" / "model.onnx"
     write_atomically(model_path, lambda temp: shutil.copyfile(onnx_path, temp))
     write_atomically(
-        repository / "tokenizer" / "1" / "tokenizer.json", lambda temp: tokenizer.save(str(temp))
+        repository / "shared" / "tokenizer" / "1" / "tokenizer.json",
+        lambda temp: tokenizer.save(str(temp)),
     )
     write_atomically(
-        repository / "embedder" / "1" / "export.json",
+        repository / "onnx_cpu" / "embedder" / "1" / "export.json",
         lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),
     )
     return model_path

@@ -42,10 +42,10 @@ from embedding_client.gateway.launch import RunningGateway, running_gateway
 from embedding_client.transport import OUTPUT, infer_inputs
 
 from perf.load import short_texts
-from server.launch import MODEL_REPOSITORY, REPO_ROOT
+from server.launch import REPO_ROOT, TOKENIZER_JSON
 from server.process import RunningServer, running_server
 
-TOKENIZER = MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+TOKENIZER = TOKENIZER_JSON
 RESULT = REPO_ROOT / "perf" / "results" / "debian12-2core" / "gateway_overhead.md"
 MODEL_NAME = "all-MiniLM-L6-v2"
 GATEWAY_ROUTE = "gateway: POST /v1/embeddings, base64"

@@ -34,7 +34,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from perf.load import BULK, closed_loop, percentile_ms, request_texts, short_texts
-from server.launch import MODEL_REPOSITORY
+from server.launch import DEFAULT_REPOSITORIES, ONNX_MODEL_DIR, TOKENIZER_JSON
 from server.process import RunningServer, running_server
 from server.repository import repository_variant, set_parameter
 
@@ -88,13 +88,13 @@ def without_ragged_batching(config: str) -> str:
 def in_process_table(texts: list[str], group_sizes: list[int]) -> tuple[list[str], float]:
     """Table rows of sentences/s and padded/real tokens of ONNX Runtime on one
     thread, and the texts' mean token count."""
-    tokenizer = Tokenizer.from_file(str(MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_JSON))
     encodings = tokenizer.encode_batch(texts)
     lengths = np.array([len(encoding.ids) for encoding in encodings])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(
-        str(MODEL_REPOSITORY / "embedder" / "1" / "model.onnx"),
+        str(ONNX_MODEL_DIR / "model.onnx"),
         options,
         providers=["CPUExecutionProvider"],
     )
@@ -137,16 +137,21 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="padding_effect_") as workdir:
         schemes = {
-            "shipped: ragged batching, length-sorted groups of <= rows_per_run": MODEL_REPOSITORY,
-            "without ragged batching (equal shapes merge only)": repository_variant(
-                Path(workdir) / "no_ragged", {"embedder": without_ragged_batching}
-            ),
-            "ragged batching, one run per execute (pad to longest)": repository_variant(
-                Path(workdir) / "one_run", {"embedder": set_parameter("rows_per_run", "1000000")}
-            ),
+            "shipped: ragged batching, length-sorted groups of <= rows_per_run": DEFAULT_REPOSITORIES,
+            "without ragged batching (equal shapes merge only)": [
+                repository_variant(
+                    Path(workdir) / "no_ragged", {"embedder": without_ragged_batching}
+                )
+            ],
+            "ragged batching, one run per execute (pad to longest)": [
+                repository_variant(
+                    Path(workdir) / "one_run",
+                    {"embedder": set_parameter("rows_per_run", "1000000")},
+                )
+            ],
         }
-        for name, repository in schemes.items():
-            with running_server(Path(workdir) / "server.log", repository) as server:
+        for name, repositories in schemes.items():
+            with running_server(Path(workdir) / "server.log", repositories) as server:
                 result = drive(server, requests, args.clients, args.seconds)
             common = ", ".join(
                 f"{size}x{count}" for size, count in sorted(result.embedder_batches.most_common(6))

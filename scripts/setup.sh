@@ -54,9 +54,9 @@ build_backend() {
 
 export_model() {
   local repository=model_repository
-  if [ -f "$repository/embedder/1/model.onnx" ] &&
-    [ -f "$repository/embedder/1/export.json" ] &&
-    [ -f "$repository/tokenizer/1/tokenizer.json" ]; then
+  if [ -f "$repository/onnx_cpu/embedder/1/model.onnx" ] &&
+    [ -f "$repository/onnx_cpu/embedder/1/export.json" ] &&
+    [ -f "$repository/shared/tokenizer/1/tokenizer.json" ]; then
     return
   fi
   log "exporting the default model (all-MiniLM-L6-v2) to ONNX"

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,14 @@ from server.watchdog import StubWatchdog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = REPO_ROOT / "model_repository"
+# The tokenizer, serializer and ensembles, shared by every deployment; each
+# embedder variant (ONNX on CPU, TensorRT or PyTorch on GPU) has its own
+# folder, and a server gets the shared folder plus one of them.
+SHARED_REPOSITORY = MODEL_REPOSITORY / "shared"
+ONNX_CPU_REPOSITORY = MODEL_REPOSITORY / "onnx_cpu"
+DEFAULT_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)
+TOKENIZER_JSON = SHARED_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+ONNX_MODEL_DIR = ONNX_CPU_REPOSITORY / "embedder" / "1"
 SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / "libtriton_embedding_serializer.so"
 BACKEND_DIRECTORY = REPO_ROOT / "build" / "triton_backends"
 
@@ -82,7 +91,9 @@ def prepare_backend_directory() -> Path:
 
 
 def server_command(
-    endpoints: Endpoints, repository: Path = MODEL_REPOSITORY, admin_key: str | None = None
+    endpoints: Endpoints,
+    repositories: Sequence[Path] = DEFAULT_REPOSITORIES,
+    admin_key: str | None = None,
 ) -> list[str]:
     """The tritonserver command line; with `admin_key`, the admin APIs answer
     only requests that carry the header `admin-key: <admin_key>`."""
@@ -96,7 +107,7 @@ def server_command(
     )
     return [
         str(_triton_home() / "bin" / "tritonserver"),
-        f"--model-repository={repository}",
+        *(f"--model-repository={repository}" for repository in repositories),
         f"--backend-directory={prepare_backend_directory()}",
         f"--http-address={endpoints.host}",
         f"--http-port={endpoints.http_port}",
@@ -144,7 +155,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http-port", type=int, default=defaults.http_port)
     parser.add_argument("--grpc-port", type=int, default=defaults.grpc_port)
     parser.add_argument("--metrics-port", type=int, default=defaults.metrics_port)
-    parser.add_argument("--model-repository", type=Path, default=MODEL_REPOSITORY)
+    parser.add_argument(
+        "--model-repository",
+        type=Path,
+        action="append",
+        help="a model repository folder; repeat for several "
+        f"(default: {' and '.join(str(p.relative_to(REPO_ROOT)) for p in DEFAULT_REPOSITORIES)})",
+    )
     parser.add_argument(
         "--admin-key",
         help=f"restrict the {ADMIN_APIS} APIs to requests with the header "
@@ -152,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     endpoints = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
-    command = server_command(endpoints, args.model_repository.resolve(), args.admin_key)
+    repositories = [path.resolve() for path in args.model_repository or DEFAULT_REPOSITORIES]
+    command = server_command(endpoints, repositories, args.admin_key)
     print(
         f"tritonserver: HTTP {endpoints.host}:{endpoints.http_port}, "
         f"gRPC {endpoints.host}:{endpoints.grpc_port}, "

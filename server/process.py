@@ -10,13 +10,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from server.health import child_pids, server_ready
-from server.launch import MODEL_REPOSITORY, REPO_ROOT, Endpoints
+from server.launch import DEFAULT_REPOSITORIES, REPO_ROOT, Endpoints
 
 STARTUP_TIMEOUT_S = 180
 SHUTDOWN_TIMEOUT_S = 60
@@ -63,7 +63,9 @@ def free_loopback_endpoints() -> Endpoints:
 
 @contextmanager
 def running_server(
-    log_path: Path, repository: Path = MODEL_REPOSITORY, admin_key: str | None = None
+    log_path: Path,
+    repositories: Sequence[Path] = DEFAULT_REPOSITORIES,
+    admin_key: str | None = None,
 ) -> Iterator[RunningServer]:
     """Starts tritonserver, yields once it is ready, stops it on exit."""
     endpoints = free_loopback_endpoints()
@@ -75,7 +77,7 @@ def running_server(
         f"--http-port={endpoints.http_port}",
         f"--grpc-port={endpoints.grpc_port}",
         f"--metrics-port={endpoints.metrics_port}",
-        f"--model-repository={repository}",
+        *(f"--model-repository={repository}" for repository in repositories),
         *([f"--admin-key={admin_key}"] if admin_key else []),
     ]
     with log_path.open("w") as log:

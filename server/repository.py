@@ -1,21 +1,27 @@
-"""Copies of the model repository with edited config.pbtxt files, for
+"""Copies of the model repositories with edited config.pbtxt files, for
 measuring or testing another setting side by side with the shipped one."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from server.launch import MODEL_REPOSITORY
+from server.launch import DEFAULT_REPOSITORIES
 
 ConfigEdit = Callable[[str], str]
 
 
-def repository_variant(target: Path, edits: Mapping[str, ConfigEdit]) -> Path:
-    """Links every file of the repository into `target`, except the configs
-    of the models in `edits`, which are written through their edit."""
-    shutil.copytree(MODEL_REPOSITORY, target, symlinks=True, copy_function=_link)
+def repository_variant(
+    target: Path,
+    edits: Mapping[str, ConfigEdit],
+    sources: Sequence[Path] = DEFAULT_REPOSITORIES,
+) -> Path:
+    """Links every file of the `sources` repositories into the one folder
+    `target`, except the configs of the models in `edits`, which are written
+    through their edit."""
+    for source in sources:
+        shutil.copytree(source, target, symlinks=True, copy_function=_link, dirs_exist_ok=True)
     for model, edit in edits.items():
         config = target / model / "config.pbtxt"
         text = config.read_text()

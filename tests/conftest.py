@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from embedding_requests import SAMPLE_TEXTS
 
-from server.launch import MODEL_REPOSITORY, REPO_ROOT
+from server.launch import ONNX_MODEL_DIR, REPO_ROOT
 from server.process import RunningServer, running_server
 
 EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
@@ -27,7 +27,7 @@ def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
 def sentence_transformers_embed(texts: list[str]) -> np.ndarray:
     """sentence-transformers lives in the export environment (torch), so it
     runs there, in its own process."""
-    export_info = json.loads((MODEL_REPOSITORY / "embedder" / "1" / "export.json").read_text())
+    export_info = json.loads((ONNX_MODEL_DIR / "export.json").read_text())
     request = json.dumps({"model_dir": export_info["model_dir"], "texts": texts})
     completed = subprocess.run(
         [str(EXPORT_PYTHON), str(REPO_ROOT / "tests" / "st_reference.py")],

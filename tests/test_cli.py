@@ -12,11 +12,11 @@ import orjson
 import pytest
 from embedding_client import EmbeddingClient
 
-from server.launch import MODEL_REPOSITORY
+from server.launch import TOKENIZER_JSON
 from server.process import RunningServer
 
 EMBED = Path(sys.executable).parent / "embed"
-TOKENIZER = MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+TOKENIZER = TOKENIZER_JSON
 TIMEOUT_S = 120
 ATOL = 1e-6
 # The model configurations' bulk priority level, as for embedding files.

@@ -23,10 +23,10 @@ from embedding_client.batching import pad_rows
 from embedding_client.gateway.launch import free_loopback_port
 from embedding_requests import SAMPLE_TEXTS, embed_float32
 
-from server.launch import MODEL_REPOSITORY
+from server.launch import TOKENIZER_JSON
 from server.process import RunningServer
 
-TOKENIZER = MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+TOKENIZER = TOKENIZER_JSON
 ATOL = 1e-6
 # The model configurations' bulk priority level: its queue and deadline are
 # long enough that these tests do not hinge on how loaded the machine is.

@@ -14,7 +14,7 @@ import tritonclient.http as httpclient
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32, embed_raw
 from tokenizers import Tokenizer
 
-from server.launch import MODEL_REPOSITORY
+from server.launch import TOKENIZER_JSON
 from server.process import RunningServer
 
 DIMS = 384
@@ -116,7 +116,7 @@ def test_normalize_false_returns_the_pooled_vectors(
 def test_embed_tokens_equals_embed(
     grpc: grpcclient.InferenceServerClient, baseline: np.ndarray
 ) -> None:
-    tokenizer = Tokenizer.from_file(str(MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_JSON))
     tokenizer.enable_padding()
     encodings = tokenizer.encode_batch(SAMPLE_TEXTS)
     input_ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)

@@ -24,10 +24,10 @@ from embedding_client.gateway.service import INLINE_TOKENIZE_CHARS
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS
 from tritonclient.utils import InferenceServerException
 
-from server.launch import MODEL_REPOSITORY
+from server.launch import TOKENIZER_JSON
 from server.process import RunningServer
 
-TOKENIZER = MODEL_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+TOKENIZER = TOKENIZER_JSON
 MODEL = "all-MiniLM-L6-v2"
 API_KEY = "test-key-for-the-gateway"
 ATOL = 1e-6

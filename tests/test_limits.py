@@ -34,7 +34,7 @@ def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
             "embedder": set_parameter("max_tokens_per_request", str(MAX_TOKENS)),
         },
     )
-    with running_server(workdir / "tritonserver.log", repository) as server:
+    with running_server(workdir / "tritonserver.log", [repository]) as server:
         yield server
 
 

@@ -19,7 +19,7 @@ class ClientTokenizer:
         if truncation is None:
             raise ValueError(
                 "the tokenizer sets no max length; use the server's tokenizer.json "
-                "(model_repository/tokenizer/1/tokenizer.json)"
+                "(model_repository/shared/tokenizer/1/tokenizer.json)"
             )
         self._tokenizer = tokenizer
         self.max_length: int = truncation["max_length"]

@@ -1,7 +1,7 @@
 """Run the OpenAI-compatible embeddings gateway.
 
     embedding-gateway --triton-url 127.0.0.1:8001 \
-        --tokenizer model_repository/tokenizer/1/tokenizer.json [--port 8080]
+        --tokenizer model_repository/shared/tokenizer/1/tokenizer.json [--port 8080]
 
 With EMBEDDING_GATEWAY_API_KEY set, every /v1 request needs
 `Authorization: Bearer <that key>`.
