@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates or reuses everything the server and the tests need: system
-# packages, the two virtual environments, the C++ serializer backend and the
-# exported default model. Safe to run again: finished steps are skipped.
+# packages, the two virtual environments, the C++ serializer backend, the
+# exported default model and perf_analyzer. Safe to run again: finished
+# steps are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,3 +69,4 @@ venv .venv requirements/serve.txt
 venv .venv-export requirements/export.txt
 build_backend
 export_model
+scripts/install_perf_analyzer.sh

@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytriton
-
 from server.shutdown import drain
 from server.watchdog import StubWatchdog
 
@@ -59,8 +57,16 @@ class Endpoints:
     metrics_port: int = 8002
 
 
+def _pytriton_root() -> Path:
+    # Imported here, not at the top: the perf tools import this module's
+    # paths in containers that have no pytriton (the NGC SDK image).
+    import pytriton
+
+    return Path(pytriton.__file__).resolve().parent
+
+
 def _triton_home() -> Path:
-    return Path(pytriton.__file__).resolve().parent / "tritonserver"
+    return _pytriton_root() / "tritonserver"
 
 
 def _link(target: Path, link: Path) -> None:
@@ -124,7 +130,7 @@ def server_command(
 
 def server_environment() -> dict[str, str]:
     environment = dict(os.environ)
-    libraries = Path(pytriton.__file__).resolve().parent.parent / "nvidia_pytriton.libs"
+    libraries = _pytriton_root().parent / "nvidia_pytriton.libs"
     environment["LD_LIBRARY_PATH"] = os.pathsep.join(
         filter(None, [str(libraries), environment.get("LD_LIBRARY_PATH")])
     )

@@ -6,8 +6,10 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "device_copy.h"
 #include "input_gather.h"
 #include "request_options.h"
 #include "row_encoding.h"
@@ -130,17 +132,28 @@ ErrorPtr ReadFloatInput(TRITONBACKEND_Request* request, const char* name,
   }
 
   std::vector<Chunk> chunks;
+  // Host copies of GPU-resident buffers; each chunk below points into one,
+  // and moving a vector keeps its bytes where they are.
+  std::vector<std::vector<uint8_t>> host_copies;
   for (uint32_t index = 0; index < buffer_count; ++index) {
     const void* buffer = nullptr;
     uint64_t size = 0;
+    // In: the memory we prefer; out: where the buffer actually is.
     TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
     int64_t memory_type_id = 0;
     RETURN_IF_TRITON_ERROR(TRITONBACKEND_InputBuffer(
         input, index, &buffer, &size, &memory_type, &memory_type_id));
     if (memory_type == TRITONSERVER_MEMORY_GPU) {
-      return MakeError(TRITONSERVER_ERROR_UNSUPPORTED,
-                       std::string("input '") + name +
-                           "' is in GPU memory; this build reads host memory");
+      std::vector<uint8_t> host;
+      const std::string copy_error = CopyDeviceToHost(
+          buffer, static_cast<size_t>(size), memory_type_id, &host);
+      if (!copy_error.empty()) {
+        return MakeError(GpuInputSupported() ? TRITONSERVER_ERROR_INTERNAL
+                                             : TRITONSERVER_ERROR_UNSUPPORTED,
+                         std::string("input '") + name + "': " + copy_error);
+      }
+      host_copies.push_back(std::move(host));
+      buffer = host_copies.back().data();
     }
     chunks.push_back(Chunk{buffer, static_cast<size_t>(size)});
   }

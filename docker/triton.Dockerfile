@@ -1,0 +1,27 @@
+# Triton 2.51 (NGC release 24.10) with the project's C++ serializer backend
+# and the Python packages its Python-backend models import.
+
+# Build stage: the serializer with GPU input support (a CUDA copy to host),
+# on the CUDA release of tritonserver:24.10 (12.6) and the same Ubuntu 22.04.
+FROM nvcr.io/nvidia/cuda:12.6.2-devel-ubuntu22.04 AS serializer
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+       cmake g++ make libgtest-dev \
+    && rm -rf /var/lib/apt/lists/*
+COPY backends/embedding_serializer /src/embedding_serializer
+RUN cmake -S /src/embedding_serializer -B /build -DCMAKE_BUILD_TYPE=Release \
+       -DEMBEDDING_SERIALIZER_ENABLE_GPU=ON \
+    && cmake --build /build --parallel \
+    && ctest --test-dir /build --output-on-failure
+
+FROM nvcr.io/nvidia/tritonserver:24.10-py3
+# The tokenizer and the ONNX embedder (the cpu profile) run in the Python
+# backend, whose stub uses the image's Python 3.10; same pins as
+# requirements/serve.txt. curl serves the health check.
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && pip install --no-cache-dir --disable-pip-version-check \
+       tokenizers==0.23.3 numpy==1.26.4 onnxruntime==1.31.1
+COPY --from=serializer /build/libtriton_embedding_serializer.so \
+     /opt/tritonserver/backends/embedding_serializer/libtriton_embedding_serializer.so

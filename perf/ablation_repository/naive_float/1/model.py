@@ -1,0 +1,1 @@
+../../naive_json/1/model.py

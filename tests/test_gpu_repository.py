@@ -1,0 +1,148 @@
+"""The GPU model repositories (model_repository/tensorrt_gpu, torch_gpu) and
+the tokenizer's GPU config, read with Triton's own config schema: they must
+fit the shared ensembles exactly as the ONNX embedder does, and the TensorRT
+config must agree with the engine's declared optimization profiles. Also the
+TensorRT export's answer where TensorRT is absent, and, on a GPU, the engine
+itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from server.launch import MODEL_REPOSITORY, ONNX_MODEL_DIR, REPO_ROOT, SHARED_REPOSITORY
+
+TENSORRT_EMBEDDER = MODEL_REPOSITORY / "tensorrt_gpu" / "embedder"
+TORCH_EMBEDDER = MODEL_REPOSITORY / "torch_gpu" / "embedder"
+ONNX_EMBEDDER = ONNX_MODEL_DIR.parent
+EXPORT_TENSORRT = REPO_ROOT / "export" / "export_tensorrt.py"
+PROFILES = json.loads((REPO_ROOT / "export" / "tensorrt_profiles.json").read_text())
+
+
+def _config(path: Path) -> model_config_pb2.ModelConfig:
+    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+
+
+def _io(config: model_config_pb2.ModelConfig) -> list[tuple[str, int, list[int]]]:
+    """(name, data type, dims) of each input and output, in order."""
+    tensors = [*config.input, *config.output]
+    return [(tensor.name, tensor.data_type, list(tensor.dims)) for tensor in tensors]
+
+
+def _embedder_tensor_names() -> set[str]:
+    """The embedder tensors the shared ensembles map."""
+    names: set[str] = set()
+    for ensemble in ("embed", "embed_tokens"):
+        config = _config(SHARED_REPOSITORY / ensemble / "config.pbtxt")
+        for step in config.ensemble_scheduling.step:
+            if step.model_name == "embedder":
+                names |= set(step.input_map) | set(step.output_map)
+    return names
+
+
+@pytest.mark.parametrize("embedder", [TENSORRT_EMBEDDER, TORCH_EMBEDDER], ids=["tensorrt", "torch"])
+def test_gpu_embedder_has_the_onnx_embedders_tensors(embedder: Path) -> None:
+    config, onnx = _config(embedder / "config.pbtxt"), _config(ONNX_EMBEDDER / "config.pbtxt")
+    assert _io(config) == _io(onnx)
+    assert config.max_batch_size == onnx.max_batch_size
+    assert {name for name, _, _ in _io(config)} == _embedder_tensor_names()
+    assert [group.kind for group in config.instance_group] == [
+        model_config_pb2.ModelInstanceGroup.KIND_GPU
+    ]
+    assert config.instance_group[0].count >= 1
+    # Same request queues and deadlines as the ONNX embedder.
+    assert config.dynamic_batching.priority_levels == onnx.dynamic_batching.priority_levels
+    assert dict(config.dynamic_batching.priority_queue_policy) == dict(
+        onnx.dynamic_batching.priority_queue_policy
+    )
+
+
+def test_tensorrt_embedder_serves_the_engine_with_all_its_profiles() -> None:
+    config = _config(TENSORRT_EMBEDDER / "config.pbtxt")
+    assert config.platform == "tensorrt_plan" and not config.backend
+    assert config.max_batch_size == PROFILES["max_batch_size"]
+    # Without the list Triton gives each instance profile 0 only.
+    profile_ids = [str(index) for index in range(len(PROFILES["profiles"]))]
+    assert list(config.instance_group[0].profile) == profile_ids
+    # TensorRT runs dense tensors: no ragged batching.
+    assert not any(tensor.allow_ragged_batch for tensor in config.input)
+
+
+def test_tensorrt_preferred_batch_sizes_are_the_profiles_optimal_rows() -> None:
+    config = _config(TENSORRT_EMBEDDER / "config.pbtxt")
+    optimal_rows = sorted({profile["opt"][0] for profile in PROFILES["profiles"]})
+    assert list(config.dynamic_batching.preferred_batch_size) == optimal_rows
+
+
+def test_tensorrt_profiles_cover_every_batch_and_length_once() -> None:
+    max_length = json.loads((ONNX_MODEL_DIR / "export.json").read_text())["max_seq_length"]
+    lengths = []
+    for profile in PROFILES["profiles"]:
+        assert profile["min"][0] == 1 and profile["max"][0] == PROFILES["max_batch_size"]
+        for axis in (0, 1):
+            assert profile["min"][axis] <= profile["opt"][axis] <= profile["max"][axis]
+        lengths.extend(range(profile["min"][1], profile["max"][1] + 1))
+    assert sorted(lengths) == list(range(1, max_length + 1))
+
+
+def test_torch_embedder_keeps_the_onnx_embedders_limits() -> None:
+    config, onnx = _config(TORCH_EMBEDDER / "config.pbtxt"), _config(ONNX_EMBEDDER / "config.pbtxt")
+    assert config.backend == "python"
+    assert all(tensor.allow_ragged_batch for tensor in config.input)
+    key = "max_tokens_per_request"
+    assert config.parameters[key].string_value == onnx.parameters[key].string_value
+    assert int(config.parameters["rows_per_run"].string_value) >= 1
+
+
+def test_tokenizer_gpu_config_differs_only_in_instances() -> None:
+    tokenizer = SHARED_REPOSITORY / "tokenizer"
+    default, gpu = _config(tokenizer / "config.pbtxt"), _config(tokenizer / "configs" / "gpu.pbtxt")
+    assert gpu.instance_group[0].count > default.instance_group[0].count
+    del default.instance_group[:]
+    del gpu.instance_group[:]
+    assert gpu == default
+
+
+def test_tensorrt_export_without_tensorrt_says_where_it_runs() -> None:
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("TensorRT is installed here: the missing-TensorRT message cannot be seen")
+    result = subprocess.run(
+        [sys.executable, str(EXPORT_TENSORRT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "TensorRT is not installed" in result.stderr
+    assert "compose `export` service" in result.stderr
+
+
+def _engine_record() -> dict[str, Any]:
+    record = TENSORRT_EMBEDDER / "1" / "engine.json"
+    if importlib.util.find_spec("tensorrt") is None or not record.exists():
+        pytest.skip("needs TensorRT and a built engine (docker compose run --rm export)")
+    return json.loads(record.read_text())
+
+
+@pytest.mark.gpu
+def test_built_engine_has_the_declared_profiles_and_tensors() -> None:
+    record = _engine_record()
+    import tensorrt
+
+    assert record["tensorrt_version"] == tensorrt.__version__
+    assert record["profiles"] == PROFILES["profiles"]
+    runtime = tensorrt.Runtime(tensorrt.Logger(tensorrt.Logger.WARNING))
+    engine = runtime.deserialize_cuda_engine((TENSORRT_EMBEDDER / "1" / "model.plan").read_bytes())
+    assert engine is not None, "the engine does not load on this GPU / TensorRT"
+    assert engine.num_optimization_profiles == len(PROFILES["profiles"])
+    names = {engine.get_tensor_name(index) for index in range(engine.num_io_tensors)}
+    assert names == _embedder_tensor_names()

@@ -1,0 +1,200 @@
+"""perf_analyzer against the test server: short sweeps through perf.sweep,
+the CSVs it really writes (the ensemble's and its composing models'), their
+parsing, its errors, and the plots drawn from them."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import tritonclient.grpc as grpcclient
+
+from perf.perf_analyzer import (
+    Measurement,
+    PerfAnalyzerError,
+    parse_csv,
+    perf_analyzer_command,
+    run_perf_analyzer,
+)
+from perf.plots import plot_stage_breakdown, plot_throughput_vs_p99
+from perf.sweep import (
+    SweepResult,
+    Target,
+    Windows,
+    concurrency_sweep,
+    input_data,
+    request_rate_sweep,
+)
+from perf.workloads import workload
+from server.process import RunningServer
+
+STEPS = ["embedder", "serializer", "tokenizer"]
+# Short windows and a loose stability bound: this checks the tooling, not
+# the numbers, on a shared 2-core machine.
+QUICK = Windows(measurement_ms=1000, stability_percentage=1000, max_trials=5)
+REQUIRED_COLUMNS = {
+    "Concurrency",
+    "Inferences/Second",
+    "Client Send",
+    "Network+Server Send/Recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+    "p50 latency",
+    "p90 latency",
+    "p95 latency",
+    "p99 latency",
+    "Avg latency",
+}
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="") as file:
+        return next(csv.reader(file))
+
+
+def _embed_counts(server: RunningServer) -> tuple[int, int]:
+    """(rows, requests) the `embed` ensemble has answered so far."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    (stats,) = client.get_inference_statistics("embed", as_json=True)["model_stats"]
+    return int(stats.get("inference_count", 0)), int(
+        stats["inference_stats"]["success"].get("count", 0)
+    )
+
+
+@pytest.fixture(scope="module")
+def text_sweep(
+    triton_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
+) -> SweepResult:
+    results = tmp_path_factory.mktemp("sweep")
+    metrics_url = f"{triton_server.endpoints.host}:{triton_server.endpoints.metrics_port}/metrics"
+    target = Target(url=triton_server.grpc_url, metrics_url=metrics_url)
+    before = _embed_counts(triton_server)
+    sweep = concurrency_sweep(
+        target,
+        workload("short", 8, requests=4),
+        results,
+        label="smoke",
+        concurrency=(1, 2, 1),
+        windows=QUICK,
+    )
+    after = _embed_counts(triton_server)
+    rows, requests = after[0] - before[0], after[1] - before[1]
+    # perf_analyzer's -b 8 sent every request as 8 rows of the input data.
+    assert requests > 0
+    assert rows == 8 * requests
+    return sweep
+
+
+def test_perf_analyzer_is_installed() -> None:
+    (command,) = perf_analyzer_command()
+    assert Path(command).is_file()
+
+
+def test_concurrency_sweep_writes_verbose_csvs(text_sweep: SweepResult) -> None:
+    folder = text_sweep.csv_paths[0].parent
+    assert REQUIRED_COLUMNS <= set(_header(text_sweep.csv_paths[0]))
+    assert (
+        text_sweep.csv_paths[0].with_suffix(".log").read_text().count("Request concurrency:") == 2
+    )
+    for step in STEPS:
+        composing = folder / f"{step}_v1.{text_sweep.csv_paths[0].name}"
+        assert {"Concurrency", "Server Queue", "Server Compute Infer"} <= set(_header(composing))
+
+
+def test_measurements_parse_with_composing_models(text_sweep: SweepResult) -> None:
+    assert [measurement.load for measurement in text_sweep.measurements] == [1, 2]
+    for measurement in text_sweep.measurements:
+        assert measurement.batch_size == 8
+        assert measurement.infer_per_sec > 0
+        assert measurement.requests_per_sec == measurement.infer_per_sec / 8
+        assert 0 < measurement.p50_ms <= measurement.p90_ms <= measurement.p99_ms
+        assert measurement.avg_ms is not None and measurement.avg_ms > 0
+        assert measurement.server.compute_infer_us > 0
+        assert measurement.gpu_metrics == {}  # metrics collected, no GPU here
+        assert [step.model for step in measurement.composing] == STEPS
+        embedder = measurement.composing[0]
+        assert embedder.stages.compute_infer_us > 0
+        # The model's own compute is within the client's latency.
+        assert embedder.stages.compute_infer_us / 1000 < measurement.p99_ms
+    assert parse_csv(text_sweep.csv_paths[0], "concurrency", 8) == text_sweep.measurements
+
+
+def test_poisson_sweep_of_client_tokenized_requests(
+    triton_server: RunningServer, tmp_path: Path
+) -> None:
+    target = Target(url=triton_server.grpc_url, model="embed_tokens", tokenized=True)
+    # At most 20 texts/s: well below what the machine serves even when busy.
+    sweep = request_rate_sweep(
+        target,
+        workload("short", 2, requests=4),
+        tmp_path,
+        label="smoke",
+        rates=[5, 10],
+        seconds_per_rate=1,
+    )
+    assert [path.name for path in sweep.csv_paths] == [
+        "smoke_short-2_poisson_5.csv",
+        "smoke_short-2_poisson_10.csv",
+    ]
+    assert [measurement.load for measurement in sweep.measurements] == [5, 10]
+    for path in sweep.csv_paths:
+        assert "Request Rate" in _header(path)
+        log = path.with_suffix(".log").read_text()
+        assert "Sending 30 benchmark requests" in log
+        assert "Using poisson distribution" in log
+    for measurement in sweep.measurements:
+        assert measurement.infer_per_sec > 0
+        assert [step.model for step in measurement.composing] == ["embedder", "serializer"]
+
+
+def test_request_errors_raise_with_the_server_message(
+    triton_server: RunningServer, tmp_path: Path
+) -> None:
+    target = Target(url=triton_server.grpc_url)
+    load = workload("short", 1, requests=2)
+    with pytest.raises(PerfAnalyzerError, match="dimensions"):
+        run_perf_analyzer(
+            "embed",
+            target.url,
+            "grpc",
+            input_data(target, load),
+            tmp_path / "bad.csv",
+            concurrency=(1, 1, 1),
+            extra=["--request-parameter", "dimensions:999:int"],
+            measurement_ms=QUICK.measurement_ms,
+        )
+
+
+def test_range_arguments_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        run_perf_analyzer("embed", "x", "grpc", tmp_path, tmp_path / "a.csv")
+    with pytest.raises(ValueError, match="poisson"):
+        run_perf_analyzer(
+            "embed", "x", "grpc", tmp_path, tmp_path / "a.csv", concurrency=(1, 2, 1), poisson=True
+        )
+
+
+def _png(path: Path) -> bytes:
+    content = path.read_bytes()
+    assert content.startswith(b"\x89PNG\r\n\x1a\n")
+    return content
+
+
+def test_plots_of_real_measurements(text_sweep: SweepResult, tmp_path: Path) -> None:
+    measurements: list[Measurement] = text_sweep.measurements
+    curve = plot_throughput_vs_p99(
+        {"embed short-8": measurements, "first level only": measurements[:1]},
+        "smoke",
+        tmp_path / "curve.png",
+    )
+    stages = plot_stage_breakdown(
+        {"c=1": measurements[0], "c=2": measurements[1]}, "smoke", tmp_path / "stages.png"
+    )
+    assert len(_png(curve)) > 10_000
+    assert len(_png(stages)) > 10_000
+    with pytest.raises(ValueError):
+        plot_throughput_vs_p99({"empty": []}, "smoke", tmp_path / "empty.png")

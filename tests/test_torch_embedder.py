@@ -1,0 +1,204 @@
+"""The PyTorch embedder's encoder (model_repository/torch_gpu) against the
+exported ONNX graph, both on CPU in float32: same texts, same token ids, the
+embeddings must agree (cosine >= 0.9999) and so must the norms.
+
+torch exists only in .venv-export, so the PyTorch side runs there as a
+subprocess (tests/torch_reference.py); ONNX Runtime runs in this process.
+The served test runs the Triton model (model_repository/torch_gpu) in a real
+tritonserver on a CPU instance, its stub in .venv-export (EXECUTION_ENV_PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as grpcclient
+from tokenizers import Tokenizer
+from tritonclient.utils import InferenceServerException
+
+from server.launch import (
+    MODEL_REPOSITORY,
+    ONNX_MODEL_DIR,
+    REPO_ROOT,
+    SHARED_REPOSITORY,
+    TOKENIZER_JSON,
+)
+from server.process import running_server
+from server.repository import repository_variant
+from tests.embedding_requests import embed_float32
+
+EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
+TORCH_REFERENCE = Path(__file__).resolve().parent / "torch_reference.py"
+MIN_COSINE = 0.9999
+MIN_COSINE_FLOAT16 = 0.999
+
+TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Triton Inference Server batches requests dynamically.",
+    "A",
+    "Café naïve façade: résumé of the jalapeño crème brûlée.",
+    "東京は日本の首都です。",
+    "🎉🚀 Launch day! 😀👍🏽",
+    " ".join(f"Sentence {index} is about attention and padding." for index in range(60)),
+    "How do I reset my password?",
+)
+
+Tokens = tuple[np.ndarray, np.ndarray]
+
+
+def _tokens(texts: tuple[str, ...]) -> Tokens:
+    """Ids and mask as a request carries them: padded to the longest row."""
+    encodings = Tokenizer.from_file(str(TOKENIZER_JSON)).encode_batch(list(texts))
+    width = max(len(encoding.ids) for encoding in encodings)
+    input_ids = np.zeros((len(texts), width), np.int64)
+    attention_mask = np.zeros((len(texts), width), np.int64)
+    for row, encoding in enumerate(encodings):
+        input_ids[row, : len(encoding.ids)] = encoding.ids
+        attention_mask[row, : len(encoding.ids)] = 1
+    return input_ids, attention_mask
+
+
+def _torch_embed(
+    tokens: Tokens, rows_per_run: int, device: str = "cpu"
+) -> tuple[np.ndarray, np.ndarray]:
+    export: dict[str, Any] = json.loads((ONNX_MODEL_DIR / "export.json").read_text())
+    request = {
+        "model_dir": export["model_dir"],
+        "pooling": export["pooling"],
+        "device": device,
+        "rows_per_run": rows_per_run,
+        "input_ids": tokens[0].tolist(),
+        "attention_mask": tokens[1].tolist(),
+    }
+    result = subprocess.run(
+        [str(EXPORT_PYTHON), str(TORCH_REFERENCE)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    return np.array(output["embedding"], np.float32), np.array(output["norm"], np.float32)
+
+
+def _onnx_embed_one_by_one(tokens: Tokens) -> tuple[np.ndarray, np.ndarray]:
+    """Each row alone, cut to its own length: no padding can leak in."""
+    session = ort.InferenceSession(
+        str(ONNX_MODEL_DIR / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
+    embeddings, norms = [], []
+    for input_ids, attention_mask in zip(*tokens, strict=True):
+        length = max(int(np.flatnonzero(attention_mask).max()) + 1, 1)
+        embedding, norm = session.run(
+            ["embedding", "norm"],
+            {
+                "input_ids": input_ids[None, :length],
+                "attention_mask": attention_mask[None, :length],
+            },
+        )
+        embeddings.append(embedding[0])
+        norms.append(norm[0])
+    return np.stack(embeddings), np.stack(norms)
+
+
+@pytest.fixture(scope="module")
+def tokens() -> Tokens:
+    if not EXPORT_PYTHON.exists():
+        pytest.fail(f"{EXPORT_PYTHON} is missing; run scripts/setup.sh")
+    return _tokens(TEXTS)
+
+
+@pytest.mark.parametrize("rows_per_run", [3, 64], ids=["groups-of-3", "one-group"])
+def test_torch_encoder_matches_onnx_on_cpu(tokens: Tokens, rows_per_run: int) -> None:
+    torch_embedding, torch_norm = _torch_embed(tokens, rows_per_run)
+    onnx_embedding, onnx_norm = _onnx_embed_one_by_one(tokens)
+    assert torch_embedding.shape == onnx_embedding.shape
+    cosines = np.sum(torch_embedding * onnx_embedding, axis=1)
+    assert cosines.min() >= MIN_COSINE, dict(zip(TEXTS, cosines.tolist(), strict=True))
+    np.testing.assert_allclose(np.linalg.norm(torch_embedding, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(torch_norm, onnx_norm, rtol=1e-4)
+
+
+def test_a_row_without_attended_tokens_embeds_to_zero_like_onnx(tokens: Tokens) -> None:
+    input_ids, attention_mask = tokens
+    attention_mask = attention_mask.copy()
+    attention_mask[2] = 0
+    torch_embedding, torch_norm = _torch_embed((input_ids, attention_mask), 4)
+    assert np.isfinite(torch_embedding).all()
+    assert not torch_embedding[2].any() and torch_norm[2, 0] == 0.0
+    session = ort.InferenceSession(
+        str(ONNX_MODEL_DIR / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
+    onnx_embedding, _ = session.run(
+        ["embedding", "norm"], {"input_ids": input_ids, "attention_mask": attention_mask}
+    )
+    assert not onnx_embedding[2].any()
+
+
+@pytest.mark.gpu
+def test_torch_encoder_in_float16_on_cuda_matches_onnx(tokens: Tokens) -> None:
+    if shutil.which("nvidia-smi") is None or not Path("/dev/nvidiactl").exists():
+        pytest.skip("needs a CUDA GPU: no NVIDIA driver on this machine")
+    torch_embedding, torch_norm = _torch_embed(tokens, 64, device="cuda")
+    onnx_embedding, onnx_norm = _onnx_embed_one_by_one(tokens)
+    cosines = np.sum(torch_embedding * onnx_embedding, axis=1)
+    # float16 weights and activations: a looser bound than float32's.
+    assert cosines.min() >= MIN_COSINE_FLOAT16, dict(zip(TEXTS, cosines.tolist(), strict=True))
+    np.testing.assert_allclose(torch_norm, onnx_norm, rtol=1e-2)
+
+
+def _on_cpu_in_the_export_env(config: str) -> str:
+    """The torch_gpu embedder on one CPU instance, its stub in .venv-export
+    (where torch is)."""
+    gpu_group = "instance_group [ { kind: KIND_GPU, count: 2 } ]"
+    assert gpu_group in config
+    return config.replace(gpu_group, "instance_group [ { kind: KIND_CPU, count: 1 } ]") + (
+        '\nparameters {\n  key: "EXECUTION_ENV_PATH"\n'
+        f'  value: {{ string_value: "{EXPORT_PYTHON.parent.parent}" }}\n}}\n'
+    )
+
+
+@pytest.fixture(scope="module")
+def torch_server_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("torch_embedder")
+    repository = repository_variant(
+        folder / "repository",
+        {"embedder": _on_cpu_in_the_export_env},
+        (SHARED_REPOSITORY, MODEL_REPOSITORY / "torch_gpu"),
+    )
+    with running_server(folder / "tritonserver.log", [repository]) as server:
+        yield server.grpc_url
+
+
+def test_served_torch_embedder_matches_onnx(torch_server_grpc: str) -> None:
+    client = grpcclient.InferenceServerClient(torch_server_grpc)
+    served = embed_float32(client, list(TEXTS))
+    onnx_embedding, _ = _onnx_embed_one_by_one(_tokens(TEXTS))
+    cosines = np.sum(served * onnx_embedding, axis=1)
+    assert cosines.min() >= MIN_COSINE, dict(zip(TEXTS, cosines.tolist(), strict=True))
+
+
+def test_served_torch_embedder_rejects_bad_tokens_alone(torch_server_grpc: str) -> None:
+    client = grpcclient.InferenceServerClient(torch_server_grpc)
+    ids = np.array([[101, 10**9, 102]], dtype=np.int64)
+    inputs = []
+    for name, array in (("INPUT_IDS", ids), ("ATTENTION_MASK", np.ones_like(ids))):
+        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    with pytest.raises(InferenceServerException) as rejected:
+        client.infer("embed_tokens", inputs)
+    assert rejected.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "the model rejected the tokens" in rejected.value.message()
+    # The instance is still serving.
+    assert embed_float32(client, ["still here"]).shape == (1, 384)
