@@ -191,9 +191,12 @@ def ablation_table(rows: Sequence[AblationRow]) -> str:
         if m is None:
             lines.append(f"{cell} failed: {row.error.splitlines()[0]} | | | | |")
             continue
-        baseline.setdefault(kind, m.sentences_per_sec)
+        if row.step.key == "a":
+            baseline[kind] = m.sentences_per_sec
+        # Without a measured step (a) there is nothing to compare with.
+        ratio = f"{m.sentences_per_sec / baseline[kind]:.2f}x" if kind in baseline else ""
         lines.append(
             f"{cell} {m.sentences_per_sec:.1f} | {m.tokens_per_sec(row.workload.mean_tokens):.0f}"
-            f" | {m.p50_ms:.0f} | {m.p99_ms:.0f} | {m.sentences_per_sec / baseline[kind]:.2f}x |"
+            f" | {m.p50_ms:.0f} | {m.p99_ms:.0f} | {ratio} |"
         )
     return "\n".join(lines) + "\n"
