@@ -6,7 +6,7 @@ FROM python:3.11-slim-bookworm
 WORKDIR /workspace
 COPY requirements/export.txt requirements/export.txt
 RUN pip install --no-cache-dir --disable-pip-version-check -r requirements/export.txt
-COPY export/export_onnx.py export/export_onnx.py
+COPY export/export_onnx.py export/optimize_graph.py export/
 COPY docker/export_onnx.sh docker/export_onnx.sh
 
 # /workspace/model_repository is the project's repository, mounted by compose.

@@ -182,13 +182,21 @@ def write_atomically(target: Path, data: bytes) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Builds the engine unless an up-to-date one is already there."""
     args = parse_args(argv)
-    trt = import_tensorrt()
     repository = args.repository.resolve()
     onnx_dir = repository / "onnx_cpu" / "embedder" / "1"
     onnx_path = onnx_dir / "model.onnx"
     if not onnx_path.exists():
         raise SystemExit(f"{onnx_path} is missing; export the model first (export/export_onnx.py)")
     export_info = json.loads((onnx_dir / "export.json").read_text())
+    # Fused and int8 graphs hold ONNX Runtime's own com.microsoft operators, which
+    # TensorRT's ONNX parser does not know. Exports made before `--graph` are plain.
+    graph = export_info.get("graph", "plain")
+    if graph != "plain":
+        raise SystemExit(
+            f"{onnx_path} is the {graph!r} graph; TensorRT builds from the plain one: "
+            "run export/export_onnx.py --graph plain first"
+        )
+    trt = import_tensorrt()
     declared = read_profiles(export_info["max_seq_length"])
 
     record = {

@@ -8,6 +8,10 @@ perf_analyzer on the same texts, one step after the other in one run.
   (c) + the tokenizer as its own ensemble stage (embedder: 1 instance, all cores)
   (d) + 2 embedder instances with one intra-op thread each (shipped `embed`)
   (e) + client-side tokenization (`embed_tokens`)
+
+Steps (b)-(e) are sent at Triton's bulk priority level, whose queues wait
+instead of shedding after 1-2 s; the naive model of (a) and (b) has one
+queue without a deadline, the same.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from perf.load import BULK
 from perf.perf_analyzer import Measurement, PerfAnalyzerError, run_perf_analyzer
+from perf.sweep import Windows
 from perf.workloads import Workload, write_text_input_data, write_token_input_data
 from server.launch import DEFAULT_REPOSITORIES, ONNX_MODEL_DIR, SHARED_REPOSITORY, TOKENIZER_JSON
 from server.process import running_server
@@ -139,10 +145,10 @@ def run_ablation(
     workloads: Sequence[Workload],
     concurrency: Mapping[str, int],
     cores: int,
-    measurement_ms: int,
+    windows: Mapping[str, Windows],
 ) -> list[AblationRow]:
-    """Every step on every workload; `concurrency` per workload kind. Writes
-    perf_analyzer's CSV of each cell under `results`."""
+    """Every step on every workload; `concurrency` and measurement `windows`
+    per workload kind. Writes perf_analyzer's CSV of each cell under `results`."""
     repositories = step_repositories(workdir, cores)
     rows = []
     for name, paths in repositories.items():
@@ -157,6 +163,7 @@ def run_ablation(
                     else:
                         write_text_input_data(workload, input_data)
                     level = concurrency[workload.kind]
+                    window = windows[workload.kind]
                     try:
                         (measurement,) = run_perf_analyzer(
                             step.model,
@@ -166,7 +173,11 @@ def run_ablation(
                             results / f"ablation_{tag}.csv",
                             batch_size=workload.texts_per_request,
                             concurrency=(level, level, 1),
-                            measurement_ms=measurement_ms,
+                            measurement_ms=window.measurement_ms,
+                            measurement_requests=window.measurement_requests,
+                            stability_percentage=window.stability_percentage,
+                            max_trials=window.max_trials,
+                            priority=BULK if step.protocol == "grpc" else None,
                         )
                     except PerfAnalyzerError as error:
                         # One failed cell is reported, not allowed to void the run.

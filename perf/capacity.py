@@ -2,9 +2,12 @@
 configuration holds with p99 within the target and no failed request.
 
 Rates are swept upward as fractions of the configuration's closed-loop
-throughput; a rate counts as held only when perf_analyzer met it (its
-measured throughput within 5% of the offered rate), every request succeeded
-and p99 stayed within the target.
+throughput; a rate counts as held when every request succeeded and p99
+stayed within the target. A server that falls behind the arrivals shows it
+in p99, as its queue grows over the run. perf_analyzer's own throughput is
+not a test of that: in its fixed-count Poisson runs here it reported 83-91%
+of the offered rate even at a quarter of capacity, where p50 stayed at the
+idle latency (perf/results/debian12-2core/report.md, 'Every rate measured').
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from typing import Literal
 from perf.perf_analyzer import Measurement, PerfAnalyzerError, run_perf_analyzer
 
 RATE_FRACTIONS = (0.25, 0.5, 0.7, 0.85, 1.0)
-MET_RATE = 0.95
 SECONDS_PER_RATE = 10.0
 MIN_REQUESTS = 40
 
@@ -30,11 +32,7 @@ class RatePoint:
     error: str = ""
 
     def holds(self, target_ms: float) -> bool:
-        return (
-            self.measurement is not None
-            and self.measurement.requests_per_sec >= MET_RATE * self.offered_per_s
-            and self.measurement.p99_ms <= target_ms
-        )
+        return self.measurement is not None and self.measurement.p99_ms <= target_ms
 
 
 def rate_sweep(

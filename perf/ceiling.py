@@ -61,13 +61,27 @@ class Layout:
 
 @dataclass(frozen=True)
 class Rate:
-    """Throughput of one layout over one timed run."""
+    """Throughput of one layout over one timed run.
+
+    `cpu_seconds` is this process's CPU time over the run: below `seconds` x cores, other
+    processes took part of the cores, and the per-CPU-second rate is the steadier figure.
+    """
 
     layout: Layout
     sentences_per_s: float
     tokens_per_s: float
     requests: int
     seconds: float
+    cpu_seconds: float
+
+    @property
+    def sentences_per_cpu_s(self) -> float:
+        return self.sentences_per_s * self.seconds / self.cpu_seconds
+
+    @property
+    def cpu_share(self) -> float:
+        """The part of the machine's cores this run got (1.0: all of them)."""
+        return self.cpu_seconds / (self.seconds * available_cores())
 
 
 @dataclass(frozen=True)
@@ -165,15 +179,17 @@ def measure(model_path: Path, batches: Sequence[Batch], layout: Layout, seconds:
     for thread in threads:
         thread.start()
     began = time.perf_counter()
+    cpu_began = time.process_time()
     deadline = began + seconds
     start.wait()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
+    cpu_seconds = time.process_time() - cpu_began
     requests, sentences, tokens = (sum(column) for column in zip(*counts, strict=True))
     if requests == 0:
         raise RuntimeError(f"{model_path}: no request finished in {seconds} s")
-    return Rate(layout, sentences / elapsed, tokens / elapsed, requests, elapsed)
+    return Rate(layout, sentences / elapsed, tokens / elapsed, requests, elapsed, cpu_seconds)
 
 
 def layouts(cores: int) -> tuple[Layout, ...]:

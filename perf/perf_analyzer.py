@@ -149,6 +149,7 @@ def run_perf_analyzer(
     stability_percentage: float = 25.0,
     max_trials: int = 8,
     metrics_url: str | None = None,
+    priority: int | None = None,
     extra: Sequence[str] = (),
     timeout_s: float | None = None,
 ) -> list[Measurement]:
@@ -163,10 +164,13 @@ def run_perf_analyzer(
     stabilize. A level that fails (request errors, no stable measurement
     within `max_trials` windows) raises PerfAnalyzerError with
     perf_analyzer's message. `metrics_url` adds the server's GPU metrics;
-    `extra` goes to perf_analyzer as it is (for example
-    `--request-parameter dtype:int8:string`)."""
+    `priority` is Triton's request priority level (gRPC only: perf_analyzer
+    sends request parameters over gRPC alone); `extra` goes to perf_analyzer
+    as it is (for example `--request-parameter dtype:int8:string`)."""
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give exactly one of concurrency and request_rate")
+    if priority is not None and protocol != "grpc":
+        raise ValueError("perf_analyzer sends a priority over gRPC only")
     if poisson and request_rate is None:
         raise ValueError("poisson applies to a request_rate range only")
     mode: Mode = "concurrency" if concurrency is not None else "request_rate"
@@ -196,6 +200,10 @@ def run_perf_analyzer(
         else [f"--stability-percentage={stability_percentage:g}", f"--max-trials={max_trials}"]
     )
     metrics_arguments = ["--collect-metrics", f"--metrics-url={metrics_url}"] if metrics_url else []
+    # Triton reads the `priority` request parameter as the request's priority level.
+    priority_arguments = (
+        [] if priority is None else ["--request-parameter", f"priority:{priority}:int"]
+    )
 
     folder = csv_path.parent.resolve()
     folder.mkdir(parents=True, exist_ok=True)
@@ -212,6 +220,7 @@ def run_perf_analyzer(
         "--verbose-csv",
         *("-f", csv_path.name),
         *metrics_arguments,
+        *priority_arguments,
         *extra,
     ]
     if timeout_s is None and request_count is not None:

@@ -3,6 +3,12 @@ range (closed loop: the load the server can carry), then Poisson arrivals at
 fractions of the best request rate that range reached (open loop: latency
 at a given offered rate).
 
+Sweeps measure throughput, so the command sends them at Triton's bulk
+priority level (2) unless told otherwise (`Target.priority` in code): its
+queues wait up to 30 s, where the interactive level sheds a request after
+1-2 s in a queue (see the embedder's config.pbtxt), and a closed loop past
+capacity would otherwise measure the shedding.
+
 The concurrency sweep is one perf_analyzer run, stabilized over time
 windows. A Poisson rate is one run per rate that sends a fixed number of
 requests (about `seconds_per_rate` worth) and measures them all: the
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from perf.load import BULK
 from perf.perf_analyzer import Measurement, Mode, run_perf_analyzer
 from perf.workloads import (
     Kind,
@@ -50,6 +57,7 @@ class Target:
     protocol: Literal["grpc", "http"] = "grpc"
     tokenized: bool = False  # send ids (embed_tokens contract) instead of texts
     metrics_url: str | None = None
+    priority: int | None = None  # Triton's request priority level (gRPC only)
     extra: tuple[str, ...] = ()  # more perf_analyzer arguments
 
 
@@ -106,6 +114,7 @@ def concurrency_sweep(
         stability_percentage=windows.stability_percentage,
         max_trials=windows.max_trials,
         metrics_url=target.metrics_url,
+        priority=target.priority,
         extra=target.extra,
     )
     return SweepResult(label, load, "concurrency", (csv_path,), measurements)
@@ -147,6 +156,7 @@ def request_rate_sweep(
             poisson=True,
             request_count=max(min_requests, math.ceil(rate * seconds_per_rate)),
             metrics_url=target.metrics_url,
+            priority=target.priority,
             extra=target.extra,
         )
         csv_paths.append(csv_path)
@@ -218,6 +228,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--tokenized", action="store_true", help="send token ids (for embed_tokens)"
     )
     parser.add_argument("--metrics-url", help="host:port/metrics, to record GPU metrics")
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=BULK,
+        help="Triton priority level (gRPC; 0: the model's default)",
+    )
     parser.add_argument("--results", type=Path, required=True, help="folder for the CSVs")
     parser.add_argument("--label", default="sweep", help="prefix of the CSV names")
     parser.add_argument("--kinds", nargs="+", choices=["short", "long"], default=["short", "long"])
@@ -238,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         protocol=args.protocol,
         tokenized=args.tokenized,
         metrics_url=args.metrics_url,
+        priority=args.priority if args.protocol == "grpc" else None,
     )
     loads = [workload(kind, count) for kind in kinds for count in args.texts_per_request]
     for result in sweep_workloads(

@@ -96,6 +96,7 @@ def test_capacity_is_the_last_rate_held_before_the_first_miss() -> None:
     assert capacity_at(points, 30) == 0
 
 
-def test_capacity_needs_the_offered_rate_met_and_no_errors() -> None:
-    assert capacity_at([_point(10, 10, 20), _point(20, 15, 30)], 100) == 10
+def test_capacity_needs_no_errors_and_ignores_the_reported_throughput() -> None:
     assert capacity_at([_point(10, 10, 20), _point(20, 20, None)], 100) == 10
+    # perf_analyzer's fixed-count runs report less than the offered rate; p99 decides.
+    assert capacity_at([_point(10, 8.5, 20), _point(20, 17, 30)], 100) == 20

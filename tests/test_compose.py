@@ -5,6 +5,7 @@ health and, on the GPU, reserve one."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -141,6 +142,35 @@ def test_build_contexts_dockerfiles_and_copy_sources_exist(compose: dict[str, An
                 assert PurePosixPath(source).parts[0] not in ignored, (
                     f"{dockerfile}: {source} is excluded by .dockerignore"
                 )
+
+
+def test_copied_python_scripts_bring_their_sibling_modules(compose: dict[str, Any]) -> None:
+    """A script run from its own folder imports the modules beside it: those must be copied too."""
+    for context, dockerfile in _dockerfiles(compose).values():
+        copied = {
+            PurePosixPath(source)
+            for instruction, arguments in _instructions(dockerfile)
+            if instruction == "COPY" and not any(a.startswith("--from=") for a in arguments)
+            for source in [a for a in arguments if not a.startswith("--")][:-1]
+        }
+        for script in (path for path in copied if path.suffix == ".py"):
+            tree = ast.parse((context / script).read_text())
+            imported = {
+                alias.name.split(".")[0]
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Import)
+                for alias in node.names
+            } | {
+                node.module.split(".")[0]
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            }
+            for name in imported:
+                sibling = script.parent / f"{name}.py"
+                if (context / sibling).is_file():
+                    assert sibling in copied or script.parent in copied, (
+                        f"{dockerfile}: {script} imports {name}, but {sibling} is not copied"
+                    )
 
 
 def test_entry_scripts_are_executable(compose: dict[str, Any]) -> None:

@@ -126,6 +126,22 @@ def test_tensorrt_export_without_tensorrt_says_where_it_runs() -> None:
     assert "compose `export` service" in result.stderr
 
 
+def test_tensorrt_export_refuses_a_fused_graph(tmp_path: Path) -> None:
+    onnx_dir = tmp_path / "onnx_cpu" / "embedder" / "1"
+    onnx_dir.mkdir(parents=True)
+    (onnx_dir / "model.onnx").symlink_to(ONNX_MODEL_DIR / "model.onnx")
+    (onnx_dir / "export.json").write_text(json.dumps({"graph": "fused", "max_seq_length": 256}))
+    result = subprocess.run(
+        [sys.executable, str(EXPORT_TENSORRT), "--repository", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "'fused' graph" in result.stderr and "--graph plain" in result.stderr
+
+
 def _engine_record() -> dict[str, Any]:
     record = TENSORRT_EMBEDDER / "1" / "engine.json"
     if importlib.util.find_spec("tensorrt") is None or not record.exists():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import tritonclient.grpc as grpcclient
 
+from perf.load import BULK
 from perf.perf_analyzer import (
     Measurement,
     PerfAnalyzerError,
@@ -71,7 +72,8 @@ def text_sweep(
 ) -> SweepResult:
     results = tmp_path_factory.mktemp("sweep")
     metrics_url = f"{triton_server.endpoints.host}:{triton_server.endpoints.metrics_port}/metrics"
-    target = Target(url=triton_server.grpc_url, metrics_url=metrics_url)
+    # At the bulk level, as the report sends its sweeps.
+    target = Target(url=triton_server.grpc_url, metrics_url=metrics_url, priority=BULK)
     before = _embed_counts(triton_server)
     sweep = concurrency_sweep(
         target,
@@ -97,9 +99,9 @@ def test_perf_analyzer_is_installed() -> None:
 def test_concurrency_sweep_writes_verbose_csvs(text_sweep: SweepResult) -> None:
     folder = text_sweep.csv_paths[0].parent
     assert REQUIRED_COLUMNS <= set(_header(text_sweep.csv_paths[0]))
-    assert (
-        text_sweep.csv_paths[0].with_suffix(".log").read_text().count("Request concurrency:") == 2
-    )
+    log = text_sweep.csv_paths[0].with_suffix(".log").read_text()
+    assert log.count("Request concurrency:") == 2
+    assert "--request-parameter priority:2:int" in log.splitlines()[0]
     for step in STEPS:
         composing = folder / f"{step}_v1.{text_sweep.csv_paths[0].name}"
         assert {"Concurrency", "Server Queue", "Server Compute Infer"} <= set(_header(composing))
@@ -175,6 +177,10 @@ def test_range_arguments_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="poisson"):
         run_perf_analyzer(
             "embed", "x", "grpc", tmp_path, tmp_path / "a.csv", concurrency=(1, 2, 1), poisson=True
+        )
+    with pytest.raises(ValueError, match="gRPC only"):
+        run_perf_analyzer(
+            "embed", "x", "http", tmp_path, tmp_path / "a.csv", concurrency=(1, 1, 1), priority=2
         )
 
 
