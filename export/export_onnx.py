@@ -47,8 +47,8 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]
 
 DEFAULT_OPSET = 17
-# Plain stays the default: the fused graph ran no faster on short texts here (served short-8
-# x0.99 of plain; x1.16 on long-8, perf/results/debian12-2core/report.md), and its
+# Plain stays the default: the fused graph served no faster here (short-8 x0.87, long-8 x0.97
+# of plain; in-process x1.02 and x1.18, perf/results/debian12-2core/report.md), and its
 # com.microsoft operators would not parse in TensorRT, whose export reads the same model.onnx.
 DEFAULT_GRAPH: GraphKind = "plain"
 # int8 embeddings are an opt-in trade with a lower bar; float32 graphs keep 0.9999. Measured

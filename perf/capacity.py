@@ -5,9 +5,10 @@ Rates are swept upward as fractions of the configuration's closed-loop
 throughput; a rate counts as held when every request succeeded and p99
 stayed within the target. A server that falls behind the arrivals shows it
 in p99, as its queue grows over the run. perf_analyzer's own throughput is
-not a test of that: in its fixed-count Poisson runs here it reported 83-91%
-of the offered rate even at a quarter of capacity, where p50 stayed at the
-idle latency (perf/results/debian12-2core/report.md, 'Every rate measured').
+not a test of that: in its fixed-count Poisson runs here it reported 77-91%
+of the offered rate at every rate, a quarter of capacity included, in
+ratios such as 10/11 and 5/6 that fit a run time rounded up to whole seconds
+(perf/results/debian12-2core/report.md, 'Every rate measured').
 """
 
 from __future__ import annotations
