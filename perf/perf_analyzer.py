@@ -230,10 +230,22 @@ def run_perf_analyzer(
         # slowest request of a window; a count window is given a minute.
         window_s = measurement_ms / 1000 if measurement_requests is None else 60.0
         timeout_s = 30 + len(levels) * (max_trials + 2) * window_s * 1.5
-    log_path = (folder / csv_path.name).with_suffix(".log")
+    stderr = _execute(command, folder / csv_path.name, timeout_s)
+    measurements = parse_csv(folder / csv_path.name, mode, batch_size)
+    if len(measurements) != len(levels):
+        raise PerfAnalyzerError(
+            f"perf_analyzer measured {len(measurements)} of {len(levels)} levels: {stderr}"
+        )
+    return measurements
+
+
+def _execute(command: list[str], csv_path: Path, timeout_s: float) -> str:
+    """Runs perf_analyzer in the CSV's folder, keeps what it printed in `<csv>.log`, and
+    raises PerfAnalyzerError when it fails; the tail of its stderr, for messages."""
+    log_path = csv_path.with_suffix(".log")
     try:
         completed = subprocess.run(
-            command, cwd=folder, capture_output=True, text=True, timeout=timeout_s
+            command, cwd=csv_path.parent, capture_output=True, text=True, timeout=timeout_s
         )
     except subprocess.TimeoutExpired as expired:
         raise PerfAnalyzerError(
@@ -242,18 +254,79 @@ def run_perf_analyzer(
     log_path.write_text(
         f"$ {' '.join(command)}\n{completed.stdout}\n--- stderr ---\n{completed.stderr}"
     )
+    stderr = f"({log_path}) {completed.stderr.strip()[-2000:]}"
     if completed.returncode != 0:
+        raise PerfAnalyzerError(f"perf_analyzer exited with {completed.returncode} {stderr}")
+    return stderr
+
+
+@dataclass(frozen=True)
+class ClientMeasurement:
+    """One concurrency level against a server that is not Triton: what the client saw."""
+
+    concurrency: int
+    texts_per_request: int
+    requests_per_sec: float
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def sentences_per_sec(self) -> float:
+        return self.requests_per_sec * self.texts_per_request
+
+
+def run_openai_perf_analyzer(
+    url: str,
+    endpoint: str,
+    input_data: Path,
+    csv_path: Path,
+    *,
+    texts_per_request: int,
+    concurrency: tuple[int, int, int],
+    measurement_ms: int = 3000,
+    stability_percentage: float = 25.0,
+    max_trials: int = 8,
+) -> list[ClientMeasurement]:
+    """Measures an OpenAI-compatible embeddings `endpoint` (a path such as
+    "v1/embeddings") at `url` (host:port) over a concurrency range, with whole
+    request bodies from `input_data` (perf_analyzer's `payload` entries, each of
+    `texts_per_request` texts); by increasing concurrency."""
+    levels = _levels(*concurrency)
+    folder = csv_path.parent.resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / csv_path.name).unlink(missing_ok=True)
+    command = [
+        *perf_analyzer_command(),
+        *("--service-kind=openai", f"--endpoint={endpoint}", "-m", "embeddings", "-u", url),
+        f"--input-data={input_data.resolve()}",
+        "--async",  # the only mode perf_analyzer has for this service kind
+        *("--concurrency-range", _range_argument(*concurrency)),
+        f"--measurement-interval={measurement_ms}",
+        f"--stability-percentage={stability_percentage:g}",
+        f"--max-trials={max_trials}",
+        *("-f", csv_path.name),
+    ]
+    timeout_s = 30 + len(levels) * (max_trials + 2) * measurement_ms / 1000 * 1.5
+    stderr = _execute(command, folder / csv_path.name, timeout_s)
+    rows = _read_rows(folder / csv_path.name, "concurrency")
+    if len(rows) != len(levels):
         raise PerfAnalyzerError(
-            f"perf_analyzer exited with {completed.returncode} ({log_path}): "
-            f"{completed.stderr.strip()[-2000:]}"
+            f"perf_analyzer measured {len(rows)} of {len(levels)} levels: {stderr}"
         )
-    measurements = parse_csv(folder / csv_path.name, mode, batch_size)
-    if len(measurements) != len(levels):
-        raise PerfAnalyzerError(
-            f"perf_analyzer measured {len(measurements)} of {len(levels)} levels ({log_path}): "
-            f"{completed.stderr.strip()[-2000:]}"
-        )
-    return measurements
+    source = folder / csv_path.name
+    return sorted(
+        (
+            ClientMeasurement(
+                concurrency=int(_float(row, "Concurrency", source)),
+                texts_per_request=texts_per_request,
+                requests_per_sec=_float(row, "Inferences/Second", source),
+                p50_ms=_float(row, "p50 latency", source) / 1000,
+                p99_ms=_float(row, "p99 latency", source) / 1000,
+            )
+            for row in rows
+        ),
+        key=lambda measurement: measurement.concurrency,
+    )
 
 
 def _composing_csvs(folder: Path, csv_name: str) -> list[Path]:

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 import tritonclient.grpc as grpcclient
+from embedding_client.gateway.launch import running_gateway
 
+from perf.infinity import write_openai_input_data
 from perf.load import BULK
 from perf.perf_analyzer import (
     Measurement,
     PerfAnalyzerError,
     parse_csv,
     perf_analyzer_command,
+    run_openai_perf_analyzer,
     run_perf_analyzer,
 )
 from perf.plots import plot_stage_breakdown, plot_throughput_vs_p99
@@ -28,6 +31,7 @@ from perf.sweep import (
     request_rate_sweep,
 )
 from perf.workloads import workload
+from server.launch import TOKENIZER_JSON
 from server.process import RunningServer
 
 STEPS = ["embedder", "serializer", "tokenizer"]
@@ -204,3 +208,42 @@ def test_plots_of_real_measurements(text_sweep: SweepResult, tmp_path: Path) -> 
     assert len(_png(stages)) > 10_000
     with pytest.raises(ValueError):
         plot_throughput_vs_p99({"empty": []}, "smoke", tmp_path / "empty.png")
+
+
+def _embedder_successes(server: RunningServer) -> int:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    (stats,) = client.get_inference_statistics("embedder", as_json=True)["model_stats"]
+    return int(stats["inference_stats"]["success"].get("count", 0))
+
+
+def test_openai_service_kind_measures_the_gateway(
+    triton_server: RunningServer, tmp_path: Path
+) -> None:
+    """The path perf.graphs measures Infinity by, run against this project's own
+    OpenAI-compatible gateway: perf_analyzer's OpenAI service kind with whole bodies."""
+    load = workload("short", 8, requests=4)
+    bodies = write_openai_input_data(load, tmp_path / "openai.json")
+    before = _embedder_successes(triton_server)
+    with running_gateway(
+        triton_server.grpc_url,
+        TOKENIZER_JSON,
+        tmp_path / "gateway.log",
+        extra_args=(f"--priority={BULK}",),
+    ) as gateway:
+        measurements = run_openai_perf_analyzer(
+            gateway.url.removeprefix("http://"),
+            "v1/embeddings",
+            bodies,
+            tmp_path / "openai.csv",
+            texts_per_request=8,
+            concurrency=(1, 2, 1),
+            measurement_ms=QUICK.measurement_ms,
+            stability_percentage=QUICK.stability_percentage,
+            max_trials=QUICK.max_trials,
+        )
+    assert [m.concurrency for m in measurements] == [1, 2]
+    for measurement in measurements:
+        assert measurement.sentences_per_sec == pytest.approx(8 * measurement.requests_per_sec)
+        assert measurement.sentences_per_sec > 0
+        assert 0 < measurement.p50_ms <= measurement.p99_ms
+    assert _embedder_successes(triton_server) > before

@@ -10,8 +10,8 @@ import pytest
 
 from perf.ablation import STEPS, AblationRow, ablation_table
 from perf.ceiling import Ceiling, Layout, Rate
-from perf.graphs import Cosines, Graph, GraphResult, ServedGraph, served_markdown
-from perf.perf_analyzer import Measurement, StageTimes
+from perf.graphs import Baseline, Cosines, Graph, GraphResult, ServedGraph, served_markdown
+from perf.perf_analyzer import ClientMeasurement, Measurement, StageTimes
 from perf.report import Served, efficiency_table
 from perf.sweep import SweepResult
 from perf.workloads import Workload, workload
@@ -84,7 +84,9 @@ def test_ablation_ratios_only_against_a_measured_first_step(loads: list[Workload
     assert lines[5].endswith("|  |")
 
 
-def test_graph_target_needs_speed_and_float32_accuracy(loads: list[Workload]) -> None:
+def test_graph_target_is_against_infinity_and_needs_float32_accuracy(
+    loads: list[Workload],
+) -> None:
     short, _ = loads
     results = []
     served = []
@@ -94,9 +96,37 @@ def test_graph_target_needs_speed_and_float32_accuracy(loads: list[Workload]) ->
             GraphResult(graph, Cosines(minimum, minimum, 8), minimum, {short.name: _ceiling(100.0)})
         )
         served.append(ServedGraph(kind, short, _measurement(texts_per_s)))  # type: ignore[arg-type]
-    text = served_markdown(served, results)
-    assert "1.2 x 100.0 = 120.0 texts/s" in text
-    assert "- plain: 95.0 texts/s (x0.95), min cosine 1.0000" in text
-    assert "not met" in text.split("- plain:")[1].splitlines()[0]
+    levels = (ClientMeasurement(4, 8, 10.0, 50.0, 90.0), ClientMeasurement(8, 8, 9.0, 99.0, 150.0))
+    baseline = Baseline(short, levels, Cosines(0.99999, 0.99999, 8))
+    text = served_markdown(served, results, baseline)
+    # Infinity's best level (80 texts/s at concurrency 4) sets the bar, not its last one.
+    assert "1.2 x 80.0 (Infinity's best, concurrency 4, x0.80" in text
+    assert "= 96.0 texts/s served" in text
+    assert "| 80.0 | 50 / 90 | x0.84 | x0.80 |" in text
+    assert "- plain: 95.0 texts/s (x1.19 Infinity), min cosine 1.0000" in text
+    assert text.split("- plain:")[1].splitlines()[0].endswith("not met")
     # Fast enough, but below the float32 accuracy bar.
-    assert text.split("- int8:")[1].splitlines()[0].endswith("not met")
+    int8 = text.split("- int8:")[1].splitlines()[0]
+    assert "(x1.62 Infinity)" in int8
+    assert int8.endswith("not met")
+    # Met once fast enough at float32 accuracy.
+    faster = [ServedGraph("plain", short, _measurement(97.0)), served[1]]  # type: ignore[arg-type]
+    assert (
+        served_markdown(faster, results, baseline)
+        .split("- plain:")[1]
+        .splitlines()[0]
+        .endswith(": met")
+    )
+
+
+def test_graph_target_without_a_measured_baseline(loads: list[Workload]) -> None:
+    short, _ = loads
+    graph = Graph("plain", Path("unused"))
+    results = [GraphResult(graph, Cosines(1.0, 1.0, 8), 1.0, {short.name: _ceiling(100.0)})]
+    served = [ServedGraph("plain", short, _measurement(95.0))]
+    baseline = Baseline(short, (), Cosines(1.0, 1.0, 8), "perf_analyzer exited with 99")
+    text = served_markdown(served, results, baseline)
+    assert (
+        "Infinity was not measured (perf_analyzer exited with 99), so there is no target." in text
+    )
+    assert "met" not in text
