@@ -203,15 +203,18 @@ class GraphResult:
 
 
 def compare_graphs(
-    graphs: Sequence[Graph], workloads: Sequence[Workload], seconds: float
+    graphs: Sequence[Graph],
+    workloads: Sequence[Workload],
+    seconds: float,
+    sentences: Sequence[str],
+    reference: FloatArray,
 ) -> list[GraphResult]:
-    """Cosines to sentence-transformers and in-process ceilings of each graph.
+    """Cosines to sentence-transformers (`reference`, the embeddings of `sentences`) and
+    in-process ceilings of each graph.
 
     The workload cells are the outer loop, so the graphs of one cell are measured back to back
     under the same machine conditions.
     """
-    sentences = texts("short", COSINE_TEXTS) + texts("long", COSINE_TEXTS)
-    reference = reference_embeddings(graphs[0].export_info["model_dir"], sentences)
     ceilings: dict[GraphKind, dict[str, Ceiling]] = {graph.kind: {} for graph in graphs}
     for cell in workloads:
         for graph in graphs:
@@ -298,12 +301,17 @@ class Baseline:
         return max(self.measurements, key=lambda m: m.sentences_per_sec, default=None)
 
 
-def measure_baseline(load: Workload, plain: Graph, workdir: Path, results: Path) -> Baseline:
-    """Installs Infinity if needed, checks its cosine, and measures it with perf_analyzer
-    (CSV under `results` as infinity_<workload>.csv)."""
+def measure_baseline(
+    load: Workload,
+    sentences: Sequence[str],
+    reference: FloatArray,
+    workdir: Path,
+    results: Path,
+) -> Baseline:
+    """Installs Infinity if needed, checks its cosine to `reference` (the embeddings of the
+    short `sentences`), and measures it with perf_analyzer (CSV under `results` as
+    infinity_<workload>.csv)."""
     install_infinity()
-    sentences = texts("short", COSINE_TEXTS)
-    reference = reference_embeddings(plain.export_info["model_dir"], sentences)
     with running_infinity(workdir / "infinity.log") as url:
         similarity = cosines(infinity_embeddings(url, sentences), reference)
         try:
@@ -449,9 +457,15 @@ def render_markdown(results: Sequence[GraphResult]) -> str:
 def graph_comparison(workdir: Path, results: Path, seconds: float) -> str:
     """Builds the graphs, compares them in-process and served; the report's markdown."""
     graphs = list(build_graphs().values())
-    in_process = compare_graphs(graphs, [workload(k, n) for k, n in CELLS], seconds)
+    short = texts("short", COSINE_TEXTS)
+    sentences = short + texts("long", COSINE_TEXTS)
+    reference = reference_embeddings(graphs[0].export_info["model_dir"], sentences)
+    cells = [workload(k, n) for k, n in CELLS]
+    in_process = compare_graphs(graphs, cells, seconds, sentences, reference)
     served = serve_graphs(graphs, [workload(k, n) for k, n in SERVED_CELLS], workdir, results)
-    baseline = measure_baseline(workload(*SERVED_CELLS[0]), graphs[0], workdir, results)
+    baseline = measure_baseline(
+        workload(*SERVED_CELLS[0]), short, reference[: len(short)], workdir, results
+    )
     return render_markdown(in_process) + "\n" + served_markdown(served, in_process, baseline)
 
 

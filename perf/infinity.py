@@ -15,7 +15,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from embedding_client.gateway.launch import free_loopback_port
 
 from perf.workloads import Workload
 from server.launch import REPO_ROOT
@@ -49,12 +49,6 @@ def install_infinity() -> None:
         raise RuntimeError(f"{INSTALL_SCRIPT} failed: {completed.stderr.strip()[-2000:]}")
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _is_healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"http://{url}/health", timeout=2) as response:
@@ -67,7 +61,7 @@ def _is_healthy(url: str) -> bool:
 def running_infinity(log_path: Path) -> Iterator[str]:
     """Infinity on a free loopback port, its output in `log_path`; yields host:port once
     it answers /health, and stops it (its whole process group) on exit."""
-    port = _free_loopback_port()
+    port = free_loopback_port()
     url = f"127.0.0.1:{port}"
     command = [
         str(INFINITY),

@@ -42,3 +42,13 @@ def embed_raw(client: Client, texts: list[str], **parameters: Any) -> np.ndarray
 def embed_float32(client: Client, texts: list[str], **parameters: Any) -> np.ndarray:
     rows = embed_raw(client, texts, **parameters)
     return np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(texts), -1)
+
+
+def token_inputs(input_ids: np.ndarray, attention_mask: np.ndarray) -> list[grpcclient.InferInput]:
+    """The gRPC inputs of `embed_tokens`: INT64 ids and mask, [rows, tokens]."""
+    inputs = []
+    for name, array in (("INPUT_IDS", input_ids), ("ATTENTION_MASK", attention_mask)):
+        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    return inputs

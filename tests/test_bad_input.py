@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from embedding_requests import embed_float32, embed_raw
+from embedding_requests import embed_float32, embed_raw, token_inputs
 from tritonclient.utils import InferenceServerException
 
 from server.process import RunningServer
@@ -91,11 +91,7 @@ def test_token_id_outside_vocabulary_fails_only_its_request(
     grpc: grpcclient.InferenceServerClient,
 ) -> None:
     ids = np.array([[101, 10**9, 102]], dtype=np.int64)
-    inputs = []
-    for name, array in (("INPUT_IDS", ids), ("ATTENTION_MASK", np.ones_like(ids))):
-        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
+    inputs = token_inputs(ids, np.ones_like(ids))
     _assert_rejected(
         lambda: grpc.infer("embed_tokens", inputs),
         "StatusCode.INVALID_ARGUMENT",

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32, embed_raw
+from embedding_requests import (
+    LONG_TEXT,
+    SAMPLE_TEXTS,
+    Client,
+    embed_float32,
+    embed_raw,
+    token_inputs,
+)
 from tokenizers import Tokenizer
 
 from server.launch import TOKENIZER_JSON
@@ -121,12 +128,7 @@ def test_embed_tokens_equals_embed(
     encodings = tokenizer.encode_batch(SAMPLE_TEXTS)
     input_ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
     attention_mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.int64)
-    inputs = []
-    for name, array in (("INPUT_IDS", input_ids), ("ATTENTION_MASK", attention_mask)):
-        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
-    rows = grpc.infer("embed_tokens", inputs).as_numpy("EMBEDDING")
+    rows = grpc.infer("embed_tokens", token_inputs(input_ids, attention_mask)).as_numpy("EMBEDDING")
     vectors = np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(SAMPLE_TEXTS), DIMS)
     np.testing.assert_allclose(vectors, baseline, atol=1e-5)
 

@@ -33,7 +33,7 @@ from server.launch import (
 )
 from server.process import running_server
 from server.repository import repository_variant
-from tests.embedding_requests import embed_float32
+from tests.embedding_requests import embed_float32, token_inputs
 
 EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 TORCH_REFERENCE = Path(__file__).resolve().parent / "torch_reference.py"
@@ -191,11 +191,7 @@ def test_served_torch_embedder_matches_onnx(torch_server_grpc: str) -> None:
 def test_served_torch_embedder_rejects_bad_tokens_alone(torch_server_grpc: str) -> None:
     client = grpcclient.InferenceServerClient(torch_server_grpc)
     ids = np.array([[101, 10**9, 102]], dtype=np.int64)
-    inputs = []
-    for name, array in (("INPUT_IDS", ids), ("ATTENTION_MASK", np.ones_like(ids))):
-        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
+    inputs = token_inputs(ids, np.ones_like(ids))
     with pytest.raises(InferenceServerException) as rejected:
         client.infer("embed_tokens", inputs)
     assert rejected.value.status() == "StatusCode.INVALID_ARGUMENT"
