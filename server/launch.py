@@ -57,7 +57,16 @@ class Endpoints:
     metrics_port: int = 8002
 
 
+# A folder laid out as the nvidia-pytriton wheel's `pytriton` package, with
+# `nvidia_pytriton.libs` beside it, for a Python that has no pytriton: the GPU
+# kit (perf/gpu) carries only the wheel's server files.
+PYTRITON_ROOT_VARIABLE = "PYTRITON_ROOT"
+
+
 def _pytriton_root() -> Path:
+    carried = os.environ.get(PYTRITON_ROOT_VARIABLE)
+    if carried:
+        return Path(carried).resolve()
     # Imported here, not at the top: the perf tools import this module's
     # paths in containers that have no pytriton (the NGC SDK image).
     import pytriton

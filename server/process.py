@@ -66,11 +66,14 @@ def running_server(
     log_path: Path,
     repositories: Sequence[Path] = DEFAULT_REPOSITORIES,
     admin_key: str | None = None,
+    python: Path | None = None,
 ) -> Iterator[RunningServer]:
-    """Starts tritonserver, yields once it is ready, stops it on exit."""
+    """Starts tritonserver, yields once it is ready, stops it on exit.
+    `python` runs the launcher, and the Python-backend stubs then use its
+    environment (server.launch.server_environment); default: this one."""
     endpoints = free_loopback_endpoints()
     command = [
-        sys.executable,
+        str(python or sys.executable),
         "-m",
         "server.launch",
         f"--host={endpoints.host}",

@@ -160,7 +160,7 @@ def test_torch_encoder_in_float16_on_cuda_matches_onnx(tokens: Tokens) -> None:
 def _on_cpu_in_the_export_env(config: str) -> str:
     """The torch_gpu embedder on one CPU instance, its stub in .venv-export
     (where torch is)."""
-    gpu_group = "instance_group [ { kind: KIND_GPU, count: 2 } ]"
+    gpu_group = "instance_group [ { kind: KIND_GPU, count: 4 } ]"
     assert gpu_group in config
     return config.replace(gpu_group, "instance_group [ { kind: KIND_CPU, count: 1 } ]") + (
         '\nparameters {\n  key: "EXECUTION_ENV_PATH"\n'

@@ -33,6 +33,11 @@ def _invalid(message: str) -> pb_utils.TritonError:
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
+        # One CPU thread per instance: the host work here (padding, sorting,
+        # copies) is small, and several instances beside the tokenizer's
+        # each starting a thread per core starved one another on the GPU
+        # machine (perf/results/h100/report.md).
+        torch.set_num_threads(1)
         parameters = json.loads(args["model_config"])["parameters"]
         export_info = json.loads(EXPORT_RECORD.read_text())
         self._max_length: int = export_info["max_seq_length"]

@@ -1,0 +1,231 @@
+"""One served configuration of the GPU run: a real tritonserver with the
+shared ensembles and the torch_gpu embedder on a random-weight BERT
+(perf/gpu/models.py), its embeddings checked against sentence-transformers
+on the same weights, then perf_analyzer sweeps of `embed` over gRPC (raw
+bytes out) at Triton's bulk priority.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from perf.gpu.models import reference_embeddings
+from perf.load import BULK, text_inputs
+from perf.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
+from perf.workloads import Kind, workload, write_text_input_data
+from server.launch import MODEL_REPOSITORY, SHARED_REPOSITORY
+from server.process import RunningServer, running_server
+from server.repository import ConfigEdit, repository_variant, set_parameter
+
+Device = Literal["cuda", "cpu"]
+TORCH_EMBEDDER = MODEL_REPOSITORY / "torch_gpu" / "embedder"
+GPU_TOKENIZER_CONFIG = SHARED_REPOSITORY / "tokenizer" / "configs" / "gpu.pbtxt"
+INSTANCE_GROUP = re.compile(
+    r"^instance_group \[ \{ kind: KIND_\w+, count: \d+ \} \]$", re.MULTILINE
+)
+MAX_BATCH_SIZE = re.compile(r"^max_batch_size: \d+$", re.MULTILINE)
+# Texts per request: short texts in large requests, as indexing clients send
+# them; long ones fewer, within the embedder's max_tokens_per_request.
+TEXTS_PER_REQUEST: dict[Kind, int] = {"short": 32, "long": 8}
+REQUESTS_PER_WORKLOAD = 64
+CONCURRENCY = (4, 64, 15)  # perf_analyzer levels 4, 19, 34, 49, 64
+MEASUREMENT_MS = 1500
+# Edge cases beside plain prose: multilingual text, emoji, an empty and a
+# whitespace-only text, and one far past the max length (truncated).
+CHECK_TEXTS = (
+    "The quick brown fox jumps over the lazy dog.",
+    "Triton Inference Server batches requests dynamically.",
+    "Café naïve façade: résumé of the jalapeño crème brûlée.",
+    "東京は日本の首都です。",
+    "🎉🚀 Launch day! 😀👍🏽",
+    "",
+    "   ",
+    "How do I reset my password?",
+    " ".join(f"Sentence {index} is about attention and padding." for index in range(120)),
+)
+
+
+@dataclass(frozen=True)
+class ServerSetup:
+    shape: str
+    embedder_instances: int
+    tokenizer_instances: int
+    rows: int  # the embedder's max_batch_size and rows_per_run
+    workloads: tuple[Kind, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.shape}-e{self.embedder_instances}-t{self.tokenizer_instances}-r{self.rows}"
+
+    @classmethod
+    def parse(cls, spec: str) -> ServerSetup:
+        """`SHAPE:eN:tN:rN[:short,long]`, e.g. `bert-base:e4:t8:r64:short,long`."""
+        match = re.fullmatch(r"([\w-]+):e(\d+):t(\d+):r(\d+)(?::([\w,]+))?", spec)
+        if match is None:
+            raise ValueError(f"bad setup {spec!r}: want SHAPE:eN:tN:rN[:short,long]")
+        kinds = tuple(match[5].split(",")) if match[5] else ()
+        unknown = set(kinds) - set(TEXTS_PER_REQUEST)
+        if unknown:
+            raise ValueError(f"bad setup {spec!r}: unknown workloads {sorted(unknown)}")
+        return cls(match[1], int(match[2]), int(match[3]), int(match[4]), kinds)  # type: ignore[arg-type]
+
+
+def _substitute(pattern: re.Pattern[str], replacement: str, config: str, path: Path) -> str:
+    edited, count = pattern.subn(replacement, config)
+    if count != 1:
+        raise ValueError(f"{path}: expected one line matching {pattern.pattern}, found {count}")
+    return edited
+
+
+def _embedder_config(setup: ServerSetup, device: Device) -> ConfigEdit:
+    kind = "KIND_GPU" if device == "cuda" else "KIND_CPU"
+    rows_per_run = set_parameter("rows_per_run", str(setup.rows))
+    path = TORCH_EMBEDDER / "config.pbtxt"
+
+    def edit(config: str) -> str:
+        group = f"instance_group [ {{ kind: {kind}, count: {setup.embedder_instances} }} ]"
+        config = _substitute(INSTANCE_GROUP, group, config, path)
+        config = _substitute(MAX_BATCH_SIZE, f"max_batch_size: {setup.rows}", config, path)
+        return rows_per_run(config)
+
+    return edit
+
+
+def _tokenizer_config(setup: ServerSetup) -> ConfigEdit:
+    def edit(_shipped: str) -> str:
+        group = f"instance_group [ {{ kind: KIND_CPU, count: {setup.tokenizer_instances} }} ]"
+        return _substitute(
+            INSTANCE_GROUP, group, GPU_TOKENIZER_CONFIG.read_text(), GPU_TOKENIZER_CONFIG
+        )
+
+    return edit
+
+
+def _replace_link(path: Path, content: str) -> None:
+    path.unlink()
+    path.write_text(content)
+
+
+def serving_repository(
+    setup: ServerSetup, model_dir: Path, max_length: int, device: Device, workdir: Path
+) -> Path:
+    """The shared ensembles with the torch_gpu embedder as `setup` sets
+    them, serving `model_dir` at `max_length` tokens, in `workdir`."""
+    shipped = {
+        "embedder": TORCH_EMBEDDER / "config.pbtxt",
+        "tokenizer": SHARED_REPOSITORY / "tokenizer" / "config.pbtxt",
+    }
+    edits = {"embedder": _embedder_config(setup, device), "tokenizer": _tokenizer_config(setup)}
+    repository = repository_variant(
+        workdir / "repository",
+        # A setup equal to the shipped config leaves it as it is.
+        {
+            model: edit
+            for model, edit in edits.items()
+            if edit(shipped[model].read_text()) != shipped[model].read_text()
+        },
+        (SHARED_REPOSITORY, TORCH_EMBEDDER.parent),
+    )
+    tokenizer_json = repository / "tokenizer" / "1" / "tokenizer.json"
+    tokenizer = json.loads(tokenizer_json.read_text())
+    tokenizer["truncation"]["max_length"] = max_length
+    _replace_link(tokenizer_json, json.dumps(tokenizer))
+    # model.py finds its export record three folders above itself (see its
+    # EXPORT_RECORD); a copy instead of a link makes that this workdir.
+    model_py = repository / "embedder" / "1" / "model.py"
+    _replace_link(model_py, (TORCH_EMBEDDER / "1" / "model.py").read_text())
+    record = workdir / "onnx_cpu" / "embedder" / "1" / "export.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(
+        json.dumps({"model_dir": str(model_dir), "pooling": "mean", "max_seq_length": max_length})
+    )
+    return repository
+
+
+def served_embeddings(grpc_url: str, texts: list[str]) -> np.ndarray:
+    client = grpcclient.InferenceServerClient(grpc_url)
+    rows = client.infer("embed", text_inputs(texts)).as_numpy("EMBEDDING")
+    return np.frombuffer(rows.tobytes(), "<f4").reshape(len(texts), -1)
+
+
+def check(
+    server: RunningServer, model_dir: Path, max_length: int, device: Device
+) -> dict[str, Any]:
+    """Cosine of each served embedding to sentence-transformers' float32 one."""
+    texts = list(CHECK_TEXTS)
+    served = served_embeddings(server.grpc_url, texts)
+    reference = reference_embeddings(model_dir, texts, max_length, device)
+    cosines = np.sum(served * reference, axis=1) / (
+        np.linalg.norm(served, axis=1) * np.linalg.norm(reference, axis=1)
+    )
+    return {"texts": len(texts), "min_cosine": float(cosines.min()), "cosines": cosines.tolist()}
+
+
+def sweep(server: RunningServer, kind: Kind, folder: Path) -> dict[str, Any]:
+    """perf_analyzer at each concurrency level for one workload, one run per
+    level: a level that fails (no stable measurement, request errors) is
+    recorded with its message and the other levels still count."""
+    load = workload(kind, TEXTS_PER_REQUEST[kind], REQUESTS_PER_WORKLOAD)
+    folder.mkdir(parents=True, exist_ok=True)
+    input_data = write_text_input_data(load, folder / f"{load.name}.json")
+    result: dict[str, Any] = {
+        "workload": load.name,
+        "texts_per_request": load.texts_per_request,
+        # The run's max length (512) truncates none of these texts.
+        "mean_tokens": load.mean_untruncated_tokens,
+        "measurements": [],
+        "errors": [],
+    }
+    start, end, step = CONCURRENCY
+    for level in range(start, end + 1, step):
+        try:
+            (measurement,) = run_perf_analyzer(
+                "embed",
+                server.grpc_url,
+                "grpc",
+                input_data,
+                folder / f"{load.name}-c{level}.csv",
+                batch_size=load.texts_per_request,
+                concurrency=(level, level, 1),
+                measurement_ms=MEASUREMENT_MS,
+                max_trials=6,
+                metrics_url=f"http://{server.endpoints.host}:{server.endpoints.metrics_port}/metrics",
+                priority=BULK,
+            )
+        except PerfAnalyzerError as error:
+            result["errors"].append({"concurrency": level, "error": str(error)[-1500:]})
+            continue
+        result["measurements"].append(asdict(measurement))
+    return result
+
+
+def serve_and_measure(
+    setup: ServerSetup,
+    model_dir: Path,
+    max_length: int,
+    device: Device,
+    workdir: Path,
+    stub_python: Path | None = None,
+) -> dict[str, Any]:
+    """Starts the server for `setup` (its Python-backend stubs in the
+    environment of `stub_python`, default this one), checks it, sweeps its
+    workloads."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    repository = serving_repository(setup, model_dir, max_length, device, workdir)
+    result: dict[str, Any] = {"setup": asdict(setup), "name": setup.name, "device": device}
+    with running_server(workdir / "tritonserver.log", [repository], python=stub_python) as server:
+        result["check"] = check(server, model_dir, max_length, device)
+        result["sweeps"] = [
+            sweep(server, kind, workdir / "perf_analyzer") for kind in setup.workloads
+        ]
+    return result
