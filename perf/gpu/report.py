@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,18 +158,32 @@ def anchor_table(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
+def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows),
+    ]
+
+
 def runs_table(runs: Sequence[Run]) -> list[str]:
-    lines = ["| run | started | kit | setups | failed steps |", "|---|---|---|---|---|"]
-    for name, results in runs:
-        environment = results["environment"]
-        setups = ", ".join(served["name"] for served in results["served"]) or "none"
-        if "in_process" in results:
-            setups = "in-process; " + setups
-        lines.append(
-            f"| {name} | {environment['started']} | {environment.get('kit', 'not recorded')} "
-            f"| {setups} | {len(results['errors'])} |"
-        )
-    return lines
+    def setups(results: dict[str, Any]) -> str:
+        names = ", ".join(served["name"] for served in results["served"]) or "none"
+        return f"in-process; {names}" if "in_process" in results else names
+
+    return _table(
+        ("run", "started", "kit", "setups", "failed steps"),
+        (
+            (
+                name,
+                results["environment"]["started"],
+                results["environment"].get("kit", "not recorded"),
+                setups(results),
+                len(results["errors"]),
+            )
+            for name, results in runs
+        ),
+    )
 
 
 def summary_table(runs: Sequence[Run]) -> list[str]:
@@ -214,19 +228,26 @@ def summary_table(runs: Sequence[Run]) -> list[str]:
 
 
 def check_table(runs: Sequence[Run]) -> list[str]:
-    lines = [
-        "| run | setup | device | texts | min cosine to sentence-transformers "
-        "(float32, same weights) |",
-        "|---|---|---|---|---|",
-    ]
-    for name, results in runs:
-        for served in results["served"]:
-            check = served["check"]
-            lines.append(
-                f"| {name} | {served['name']} | {served['device']} | {check['texts']} "
-                f"| {check['min_cosine']:.6f} |"
+    return _table(
+        (
+            "run",
+            "setup",
+            "device",
+            "texts",
+            "min cosine to sentence-transformers (float32, same weights)",
+        ),
+        (
+            (
+                name,
+                served["name"],
+                served["device"],
+                served["check"]["texts"],
+                f"{served['check']['min_cosine']:.6f}",
             )
-    return lines
+            for name, results in runs
+            for served in results["served"]
+        ),
+    )
 
 
 def in_process_tables(runs: Sequence[Run]) -> list[str]:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
 
 from perf.gpu.models import reference_embeddings
 from perf.load import BULK, text_inputs
@@ -23,15 +26,11 @@ from perf.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 from perf.workloads import Kind, workload, write_text_input_data
 from server.launch import MODEL_REPOSITORY, SHARED_REPOSITORY
 from server.process import RunningServer, running_server
-from server.repository import ConfigEdit, repository_variant, set_parameter
+from server.repository import ConfigEdit, repository_variant
 
 Device = Literal["cuda", "cpu"]
 TORCH_EMBEDDER = MODEL_REPOSITORY / "torch_gpu" / "embedder"
 GPU_TOKENIZER_CONFIG = SHARED_REPOSITORY / "tokenizer" / "configs" / "gpu.pbtxt"
-INSTANCE_GROUP = re.compile(
-    r"^instance_group \[ \{ kind: KIND_\w+, count: \d+ \} \]$", re.MULTILINE
-)
-MAX_BATCH_SIZE = re.compile(r"^max_batch_size: \d+$", re.MULTILINE)
 # Texts per request: short texts in large requests, as indexing clients send
 # them; long ones fewer, within the embedder's max_tokens_per_request.
 TEXTS_PER_REQUEST: dict[Kind, int] = {"short": 32, "long": 8}
@@ -78,35 +77,36 @@ class ServerSetup:
         return cls(match[1], int(match[2]), int(match[3]), int(match[4]), kinds)  # type: ignore[arg-type]
 
 
-def _substitute(pattern: re.Pattern[str], replacement: str, config: str, path: Path) -> str:
-    edited, count = pattern.subn(replacement, config)
-    if count != 1:
-        raise ValueError(f"{path}: expected one line matching {pattern.pattern}, found {count}")
-    return edited
+def _edited(config: str, change: Callable[[model_config_pb2.ModelConfig], None]) -> str:
+    """A config.pbtxt through Triton's own schema: parsed, changed, written."""
+    message = text_format.Parse(config, model_config_pb2.ModelConfig())
+    change(message)
+    return text_format.MessageToString(message)
 
 
 def _embedder_config(setup: ServerSetup, device: Device) -> ConfigEdit:
-    kind = "KIND_GPU" if device == "cuda" else "KIND_CPU"
-    rows_per_run = set_parameter("rows_per_run", str(setup.rows))
-    path = TORCH_EMBEDDER / "config.pbtxt"
+    def change(config: model_config_pb2.ModelConfig) -> None:
+        (group,) = config.instance_group
+        group.kind = (
+            model_config_pb2.ModelInstanceGroup.KIND_GPU
+            if device == "cuda"
+            else model_config_pb2.ModelInstanceGroup.KIND_CPU
+        )
+        group.count = setup.embedder_instances
+        config.max_batch_size = setup.rows
+        config.parameters["rows_per_run"].string_value = str(setup.rows)
 
-    def edit(config: str) -> str:
-        group = f"instance_group [ {{ kind: {kind}, count: {setup.embedder_instances} }} ]"
-        config = _substitute(INSTANCE_GROUP, group, config, path)
-        config = _substitute(MAX_BATCH_SIZE, f"max_batch_size: {setup.rows}", config, path)
-        return rows_per_run(config)
-
-    return edit
+    return lambda config: _edited(config, change)
 
 
 def _tokenizer_config(setup: ServerSetup) -> ConfigEdit:
-    def edit(_shipped: str) -> str:
-        group = f"instance_group [ {{ kind: KIND_CPU, count: {setup.tokenizer_instances} }} ]"
-        return _substitute(
-            INSTANCE_GROUP, group, GPU_TOKENIZER_CONFIG.read_text(), GPU_TOKENIZER_CONFIG
-        )
+    """The GPU deployment's tokenizer config with `setup`'s instance count."""
 
-    return edit
+    def change(config: model_config_pb2.ModelConfig) -> None:
+        (group,) = config.instance_group
+        group.count = setup.tokenizer_instances
+
+    return lambda _shipped: _edited(GPU_TOKENIZER_CONFIG.read_text(), change)
 
 
 def _replace_link(path: Path, content: str) -> None:
@@ -119,19 +119,9 @@ def serving_repository(
 ) -> Path:
     """The shared ensembles with the torch_gpu embedder as `setup` sets
     them, serving `model_dir` at `max_length` tokens, in `workdir`."""
-    shipped = {
-        "embedder": TORCH_EMBEDDER / "config.pbtxt",
-        "tokenizer": SHARED_REPOSITORY / "tokenizer" / "config.pbtxt",
-    }
-    edits = {"embedder": _embedder_config(setup, device), "tokenizer": _tokenizer_config(setup)}
     repository = repository_variant(
         workdir / "repository",
-        # A setup equal to the shipped config leaves it as it is.
-        {
-            model: edit
-            for model, edit in edits.items()
-            if edit(shipped[model].read_text()) != shipped[model].read_text()
-        },
+        {"embedder": _embedder_config(setup, device), "tokenizer": _tokenizer_config(setup)},
         (SHARED_REPOSITORY, TORCH_EMBEDDER.parent),
     )
     tokenizer_json = repository / "tokenizer" / "1" / "tokenizer.json"

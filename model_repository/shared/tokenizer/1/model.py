@@ -7,7 +7,6 @@ request's rows are then padded to that request's longest text only.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -53,10 +52,6 @@ def _pad(encodings: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
-        # Instances are the unit of parallelism (instance_group): each
-        # encodes on one thread rather than a pool as large as the machine
-        # per instance (HF tokenizers reads this variable at each batch).
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
         config = json.loads(args["model_config"])
         path = Path(args["model_repository"]) / args["model_version"] / "tokenizer.json"
         self._tokenizer = Tokenizer.from_file(str(path))

@@ -34,9 +34,9 @@ def _invalid(message: str) -> pb_utils.TritonError:
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         # One CPU thread per instance: the host work here (padding, sorting,
-        # copies) is small, and several instances beside the tokenizer's
-        # each starting a thread per core starved one another on the GPU
-        # machine (perf/results/h100/report.md).
+        # copies) is small, and instances that each started a thread per
+        # core starved one another beside the tokenizer's on a GPU host
+        # (perf/results/h100/, run1 against run2).
         torch.set_num_threads(1)
         parameters = json.loads(args["model_config"])["parameters"]
         export_info = json.loads(EXPORT_RECORD.read_text())
