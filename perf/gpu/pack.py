@@ -38,7 +38,8 @@ KIT_DIR = REPO_ROOT / "build" / "gpu_kit"
 ARCHIVE = KIT_DIR / "gpu_kit.tar.xz"
 # In the kit: the commit it was packed from, which the run records.
 KIT_RECORD = "kit.json"
-# The GPU machine's python3 (/work/.library device notes, checked there).
+# The python3 of the GPU machines the kit is made for (Ubuntu 24.04; the
+# environment line of perf/results/h100/report.md).
 GPU_PYTHON = "3.12"
 RAPIDJSON = "python-rapidjson==1.25"  # the version tritonclient's grpc client has in .venv
 # Triton 2.51's Python-backend stub reads BYTES tensors wrongly under numpy 2
