@@ -44,29 +44,25 @@ def sentence_encoder() -> ModuleType:
     return module
 
 
-def _median_ms(run: Callable[[], object]) -> float:
+def _median_ms(run: Callable[[], object], on_gpu_clock: bool = True) -> float:
+    """Median of REPEATS timed runs after WARMUP: by CUDA events, or by the
+    host clock for runs that end by copying to the host (so they
+    synchronize)."""
     for _ in range(WARMUP):
         run()
     times = []
     for _ in range(REPEATS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def _median_wall_ms(run: Callable[[], object]) -> float:
-    """For runs that end by copying to the host (so they synchronize)."""
-    for _ in range(WARMUP):
-        run()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1000)
+        if on_gpu_clock:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            started = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
 
 
@@ -95,7 +91,9 @@ def encoder_throughput(
     ids, mask = host_ids.cuda(), host_mask.cuda()
     with torch.inference_mode():
         forward_ms = _median_ms(lambda: encoder(ids, mask))
-    groups_ms = _median_wall_ms(lambda: module.embed_in_groups(encoder, host_ids, host_mask, rows))
+    groups_ms = _median_ms(
+        lambda: module.embed_in_groups(encoder, host_ids, host_mask, rows), on_gpu_clock=False
+    )
     tokens = rows * length
     flops = tokens * shape.flops_per_token(length)
     return {
@@ -138,7 +136,7 @@ def padding_comparison(encoder: Any, shape: BertShape, max_length: int) -> list[
     results = []
     with torch.inference_mode():
         for name, run in ways.items():
-            milliseconds = _median_wall_ms(run)
+            milliseconds = _median_ms(run, on_gpu_clock=False)
             results.append(
                 {
                     "shape": shape.name,

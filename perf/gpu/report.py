@@ -89,17 +89,9 @@ def _stage(measurement: dict[str, Any], model: str) -> dict[str, float] | None:
     return None
 
 
-def best_served(
-    runs: Sequence[Run], shape: str, kind: str, max_p99_ms: float | None = None
-) -> Point | None:
-    """The served level with the most tokens/s, optionally within a p99."""
-    candidates = [
-        point
-        for point in _points(runs)
-        if point.shape == shape
-        and point.kind == kind
-        and (max_p99_ms is None or point.measurement["p99_ms"] <= max_p99_ms)
-    ]
+def best_served(runs: Sequence[Run], shape: str, kind: str) -> Point | None:
+    """The served level with the most tokens/s."""
+    candidates = [point for point in _points(runs) if point.shape == shape and point.kind == kind]
     return max(candidates, key=lambda point: point.tokens_per_s) if candidates else None
 
 
