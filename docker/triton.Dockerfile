@@ -8,9 +8,15 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
        cmake g++ make libgtest-dev \
     && rm -rf /var/lib/apt/lists/*
+# Triton's C API headers of the release served below: its image installs them
+# in /opt/tritonserver/include, and the build checks the backend's own
+# declarations of that API against them (EMBEDDING_SERIALIZER_CHECK_API).
+COPY --from=nvcr.io/nvidia/tritonserver:24.10-py3 /opt/tritonserver/include/triton/core \
+     /opt/triton/include/triton/core
 COPY backends/embedding_serializer /src/embedding_serializer
 RUN cmake -S /src/embedding_serializer -B /build -DCMAKE_BUILD_TYPE=Release \
        -DEMBEDDING_SERIALIZER_ENABLE_GPU=ON \
+       -DEMBEDDING_SERIALIZER_CHECK_API=ON -DTRITON_INCLUDE_DIR=/opt/triton/include \
     && cmake --build /build --parallel \
     && ctest --test-dir /build --output-on-failure
 
@@ -25,3 +31,11 @@ RUN apt-get update \
        tokenizers==0.23.3 numpy==1.26.4 onnxruntime==1.31.1
 COPY --from=serializer /build/libtriton_embedding_serializer.so \
      /opt/tritonserver/backends/embedding_serializer/libtriton_embedding_serializer.so
+# The launcher (server/: stub watchdog, graceful drain, admin key), run by the
+# compose services as `python3 -m server.launch --triton-home=/opt/tritonserver`
+# with the image's Python (standard library only) from this folder.
+WORKDIR /opt/embedding
+COPY server /opt/embedding/server
+# What the Python-backend models import beside their own folder.
+COPY model_common /opt/embedding/model_common
+RUN pip install --no-cache-dir --disable-pip-version-check /opt/embedding/model_common

@@ -12,8 +12,11 @@ graph) and `fused` (ONNX Runtime's transformer fusions, float32) must reach 0.99
 On success it writes, each file atomically:
 
     <repository>/onnx_cpu/embedder/1/model.onnx
-    <repository>/onnx_cpu/embedder/1/export.json
     <repository>/shared/tokenizer/1/tokenizer.json   (truncation at max_seq_length, no padding)
+    export.json, the export's record (weights folder, pooling, embedding width, max length,
+    vocabulary size, check results), into every model folder that reads it:
+    <repository>/onnx_cpu/embedder/1/, <repository>/torch_gpu/embedder/1/ and
+    <repository>/shared/tokenizer/1/, so each folder deploys on its own.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ class ModelSpec:
     model_dir: Path
     pooling: PoolingMode
     max_seq_length: int
+    vocab_size: int  # rows of the embedding table: token ids must lie below
     has_normalize: bool
 
 
@@ -269,6 +273,7 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
         model_dir=model_dir,
         pooling=read_pooling(model_dir, modules),
         max_seq_length=read_max_seq_length(model_dir),
+        vocab_size=int(read_json(model_dir / "config.json")["vocab_size"]),
         has_normalize=any(module_class_name(module) == "Normalize" for module in modules),
     )
 
@@ -513,6 +518,7 @@ def export_record(
         "pooling": spec.pooling,
         "embedding_dim": result.embedding_dim,
         "max_seq_length": spec.max_seq_length,
+        "vocab_size": spec.vocab_size,
         "opset": opset,
         "min_cosine": result.min_cosine,
         "num_check_texts": result.num_texts,
@@ -520,20 +526,26 @@ def export_record(
     }
 
 
+# The version folders of the models that read export.json.
+RECORD_FOLDERS = ("onnx_cpu/embedder/1", "torch_gpu/embedder/1", "shared/tokenizer/1")
+
+
 def publish(
     repository: Path, onnx_path: Path, tokenizer: Tokenizer, record: dict[str, Any]
 ) -> Path:
-    """Writes model.onnx, the serving tokenizer.json and export.json into the repository."""
+    """Writes model.onnx, the serving tokenizer.json and the export.json records into the
+    repository."""
     model_path = repository / "onnx_cpu" / "embedder" / "1" / "model.onnx"
     write_atomically(model_path, lambda temp: shutil.copyfile(onnx_path, temp))
     write_atomically(
         repository / "shared" / "tokenizer" / "1" / "tokenizer.json",
         lambda temp: tokenizer.save(str(temp)),
     )
-    write_atomically(
-        repository / "onnx_cpu" / "embedder" / "1" / "export.json",
-        lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),
-    )
+    for model_dir in RECORD_FOLDERS:
+        write_atomically(
+            repository / model_dir / "export.json",
+            lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),
+        )
     return model_path
 
 

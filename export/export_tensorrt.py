@@ -4,9 +4,12 @@
 
 Reads   <repository>/onnx_cpu/embedder/1/model.onnx and export.json (written by
         export/export_onnx.py) and export/tensorrt_profiles.json;
-writes  <repository>/tensorrt_gpu/embedder/1/model.plan and, beside it,
+writes  <repository>/tensorrt_gpu/embedder_engine/1/model.plan and, beside it,
         engine.json: TensorRT version, GPU name and compute capability,
-        profiles, and the ONNX file's SHA-256.
+        profiles, the ONNX file's SHA-256, and the export record's limits
+        (vocab_size, embedding_dim, max_seq_length), which the Python model
+        tensorrt_gpu/embedder checks every request against before the engine
+        sees it.
 
 An engine runs only on the GPU architecture and TensorRT version it was built
 with, so it is built where it is served: in the `export` service of
@@ -44,6 +47,8 @@ TENSOR_NAMES = {
     "norm": "NORM",
 }
 WORKSPACE_BYTES = 4 << 30
+# The export record's fields that engine.json carries for tensorrt_gpu/embedder.
+RECORD_LIMITS = ("vocab_size", "embedding_dim", "max_seq_length")
 
 NO_TENSORRT = (
     "TensorRT is not installed here (import tensorrt failed). The engine is built "
@@ -196,6 +201,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{onnx_path} is the {graph!r} graph; TensorRT builds from the plain one: "
             "run export/export_onnx.py --graph plain first"
         )
+    missing = [key for key in RECORD_LIMITS if key not in export_info]
+    if missing:
+        raise SystemExit(
+            f"{onnx_dir / 'export.json'} lacks {missing}; export the model again "
+            "(export/export_onnx.py)"
+        )
     trt = import_tensorrt()
     declared = read_profiles(export_info["max_seq_length"])
 
@@ -208,8 +219,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "profiles": declared["profiles"],
         "inputs": ["INPUT_IDS", "ATTENTION_MASK"],
         "outputs": ["EMBEDDING", "NORM"],
+        **{key: export_info[key] for key in RECORD_LIMITS},
     }
-    engine_dir = repository / "tensorrt_gpu" / "embedder" / "1"
+    engine_dir = repository / "tensorrt_gpu" / "embedder_engine" / "1"
     plan_path, record_path = engine_dir / "model.plan", engine_dir / "engine.json"
     if plan_path.exists() and record_path.exists():
         if json.loads(record_path.read_text()) == record:

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from perf.load import BULK
+from tritonclient.grpc import model_config_pb2
+
+from harness.priority import BULK
+from harness.repository import ConfigEdit, chained, repository_variant, set_parameter
+from harness.server import running_server
 from perf.perf_analyzer import Measurement, PerfAnalyzerError, run_perf_analyzer
 from perf.sweep import Windows
 from perf.workloads import Workload, write_text_input_data, write_token_input_data
 from server.launch import DEFAULT_REPOSITORIES, ONNX_MODEL_DIR, SHARED_REPOSITORY, TOKENIZER_JSON
-from server.process import running_server
-from server.repository import ConfigEdit, repository_variant, set_parameter
 
 ABLATION_REPOSITORY = Path(__file__).resolve().parent / "ablation_repository"
 NAIVE_MODELS = ("naive_json", "naive_float", "naive_bytes")
@@ -110,21 +112,16 @@ def naive_repository(target: Path) -> Path:
     return target
 
 
-def _one_instance(config: str) -> str:
-    marker = "instance_group [ { kind: KIND_CPU, count: 2 } ]"
-    if marker not in config:
-        raise ValueError(f"the embedder config no longer declares {marker!r}")
-    return config.replace(marker, "instance_group [ { kind: KIND_CPU, count: 1 } ]")
+def _one_instance(config: model_config_pb2.ModelConfig) -> None:
+    """Step (c) is step (d), the shipped 2 CPU instances, on one instance."""
+    groups = [(group.kind, group.count) for group in config.instance_group]
+    if groups != [(model_config_pb2.ModelInstanceGroup.KIND_CPU, 2)]:
+        raise ValueError(f"the embedder config no longer declares 2 CPU instances: {groups}")
+    config.instance_group[0].count = 1
 
 
 def one_instance_all_cores(cores: int) -> ConfigEdit:
-    threads = set_parameter("intra_op_num_threads", str(cores))
-
-    def edit(config: str) -> str:
-        return threads(_one_instance(config))
-
-    edit.__name__ = f"one_instance_all_cores({cores})"
-    return edit
+    return chained(_one_instance, set_parameter("intra_op_num_threads", str(cores)))
 
 
 def step_repositories(workdir: Path, cores: int) -> dict[str, Sequence[Path]]:

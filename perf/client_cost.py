@@ -19,6 +19,7 @@ import orjson
 import tritonclient.grpc as grpcclient
 from embedding_client.decode import assemble
 
+from harness.requests import text_inputs
 from perf.workloads import texts
 
 EMBEDDINGS = 1000
@@ -44,10 +45,8 @@ def _responses(grpc_url: str, dtype: str) -> list[grpcclient.InferResult]:
     sample = texts("short", EMBEDDINGS)
     results = []
     for start in range(0, EMBEDDINGS, REQUEST_ROWS):
-        batch = np.array([[t.encode()] for t in sample[start : start + REQUEST_ROWS]], np.object_)
-        tensor = grpcclient.InferInput("TEXT", list(batch.shape), "BYTES")
-        tensor.set_data_from_numpy(batch)
-        results.append(client.infer("embed", [tensor], parameters={"dtype": dtype}))
+        inputs = text_inputs(grpcclient, sample[start : start + REQUEST_ROWS])
+        results.append(client.infer("embed", inputs, parameters={"dtype": dtype}))
     return results
 
 

@@ -38,12 +38,12 @@ import tritonclient.grpc as grpcclient
 from embedding_client import AsyncEmbeddingClient
 from embedding_client.batching import split_texts
 from embedding_client.decode import assemble
-from embedding_client.gateway.launch import RunningGateway, running_gateway
 from embedding_client.transport import OUTPUT, infer_inputs
 
-from perf.load import short_texts
+from harness.gateway import RunningGateway, running_gateway
+from harness.load import short_texts
+from harness.server import RunningServer, running_server
 from server.launch import REPO_ROOT, TOKENIZER_JSON
-from server.process import RunningServer, running_server
 
 TOKENIZER = TOKENIZER_JSON
 RESULT = REPO_ROOT / "perf" / "results" / "debian12-2core" / "gateway_overhead.md"

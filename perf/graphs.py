@@ -1,10 +1,9 @@
 """The plain, fused and int8 graphs side by side: each one's cosine to the
 float32 reference (sentence-transformers on the original weights), its
 in-process ceiling on the served workloads, and its served throughput (the
-shipped repository with only the embedder's graph swapped), against the
-target of issue 3: served short-text throughput at least 1.2x what an
-open-source embedding server reaches here on the plain graph. That server is
-Infinity (perf/infinity.py), measured in the same run on the same texts.
+shipped repository with only the embedder's graph swapped), against an
+open-source embedding server on the plain graph: Infinity (perf/infinity.py),
+measured in the same run on the same texts.
 
     .venv/bin/python -m perf.graphs [--seconds 4] [--results DIR]
 
@@ -29,6 +28,9 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
+from harness.priority import BULK
+from harness.repository import repository_variant
+from harness.server import running_server
 from perf.ceiling import Ceiling, ceiling, serving_tokenizer, tokenize
 from perf.infinity import (
     ENDPOINT,
@@ -38,7 +40,6 @@ from perf.infinity import (
     running_infinity,
     write_openai_input_data,
 )
-from perf.load import BULK
 from perf.perf_analyzer import (
     ClientMeasurement,
     Measurement,
@@ -49,8 +50,6 @@ from perf.perf_analyzer import (
 from perf.sweep import Target, input_data
 from perf.workloads import Kind, Workload, texts, workload
 from server.launch import DEFAULT_REPOSITORIES, REPO_ROOT
-from server.process import running_server
-from server.repository import repository_variant
 
 GraphKind = Literal["plain", "fused", "int8"]
 GRAPH_KINDS: tuple[GraphKind, ...] = ("plain", "fused", "int8")
@@ -233,7 +232,7 @@ def compare_graphs(
 
 
 def serving_repository(graph: Graph, target: Path) -> Path:
-    """A merged repository (server.repository.repository_variant) whose embedder loads this
+    """A merged repository (harness.repository.repository_variant) whose embedder loads this
     graph; pass `[returned path]` as the server's repositories."""
     variant = repository_variant(target, {}, DEFAULT_REPOSITORIES)
     for name in ("model.onnx", "export.json"):

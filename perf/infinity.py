@@ -1,5 +1,5 @@
-"""Infinity (infinity-emb), the open-source embedding server that issue 3's
-target is measured against, serving the plain ONNX graph of the same model
+"""Infinity (infinity-emb), the open-source embedding server our served
+throughput is measured against, serving the plain ONNX graph of the same model
 on this machine: its ONNX Runtime ("optimum") engine with Infinity's own
 graph optimization turned off, so it runs the graph as exported.
 
@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -25,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from embedding_client.gateway.launch import free_loopback_port
 
+from harness.ports import free_loopback_port, wait_until_ready
 from perf.workloads import Workload
 from server.launch import REPO_ROOT
 
@@ -87,12 +86,14 @@ def running_infinity(log_path: Path) -> Iterator[str]:
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _is_healthy(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"Infinity did not become ready ({log_path}): {tail}")
-            time.sleep(1)
+        wait_until_ready(
+            lambda: _is_healthy(url),
+            process,
+            log_path,
+            what="Infinity",
+            timeout_s=READY_TIMEOUT_S,
+            interval_s=1.0,
+        )
         yield url
     finally:
         if process.poll() is None:

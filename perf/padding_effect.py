@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import tempfile
 import time
 import urllib.request
@@ -32,11 +31,13 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
+from tritonclient.grpc import model_config_pb2
 
-from perf.load import BULK, closed_loop, percentile_ms, request_texts, short_texts
+from harness.load import closed_loop, percentile_ms, request_texts, short_texts
+from harness.priority import BULK
+from harness.repository import repository_variant, set_parameter
+from harness.server import RunningServer, running_server
 from server.launch import DEFAULT_REPOSITORIES, ONNX_MODEL_DIR, TOKENIZER_JSON
-from server.process import RunningServer, running_server
-from server.repository import repository_variant, set_parameter
 
 WARMUP_S = 3.0
 
@@ -65,7 +66,7 @@ def embedder_batches(server: RunningServer) -> Counter[int]:
 def drive(
     server: RunningServer, requests: list[list[str]], clients: int, seconds: float
 ) -> LoadResult:
-    """perf.load's closed loop at the bulk level (the one meant for
+    """harness.load's closed loop at the bulk level (the one meant for
     throughput), after a warm-up run that is not counted."""
     asyncio.run(closed_loop(server.grpc_url, requests, clients, WARMUP_S, priority=BULK))
     before = embedder_batches(server)
@@ -81,8 +82,9 @@ def drive(
     )
 
 
-def without_ragged_batching(config: str) -> str:
-    return re.sub(r"\n\s*allow_ragged_batch: true", "", config)
+def without_ragged_batching(config: model_config_pb2.ModelConfig) -> None:
+    for tensor in config.input:
+        tensor.allow_ragged_batch = False
 
 
 def in_process_table(texts: list[str], group_sizes: list[int]) -> tuple[list[str], float]:

@@ -16,19 +16,22 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tritonclient.grpc import model_config_pb2
+
+from harness.priority import BULK
+from harness.repository import ConfigEdit, read_config, repository_variant
+from harness.server import RunningServer, running_server
 from perf.ablation import AblationRow, ablation_table, naive_repository, run_ablation
 from perf.capacity import RatePoint, capacity_at, capacity_table, rate_points_table, rate_sweep
 from perf.ceiling import Ceiling, ceiling
 from perf.client_cost import client_cost_table, measure_client_cost
 from perf.graphs import graph_comparison
-from perf.load import BULK
 from perf.perf_analyzer import Measurement, PerfAnalyzerError, run_perf_analyzer
 from perf.plots import plot_stage_breakdown, plot_throughput_vs_p99
 from perf.sweep import (
@@ -42,8 +45,6 @@ from perf.sweep import (
 )
 from perf.workloads import Workload, workload
 from server.launch import DEFAULT_REPOSITORIES, ONNX_MODEL_DIR, REPO_ROOT
-from server.process import RunningServer, running_server
-from server.repository import ConfigEdit, repository_variant
 
 # Loose stability: the 2 cores are shared with perf_analyzer itself.
 WINDOWS = Windows(measurement_ms=4000, stability_percentage=50.0, max_trials=10)
@@ -75,19 +76,18 @@ def machine_name() -> str:
 
 
 def shipped_queue_delay_us() -> int:
-    config = (ONNX_MODEL_DIR.parent / "config.pbtxt").read_text()
-    match = re.search(r"max_queue_delay_microseconds: (\d+)", config)
-    if match is None:
-        raise ValueError("the shipped embedder config declares no max_queue_delay_microseconds")
-    return int(match[1])
+    config = read_config(ONNX_MODEL_DIR.parent / "config.pbtxt")
+    if not config.HasField("dynamic_batching"):
+        raise ValueError("the shipped embedder config declares no dynamic_batching")
+    return config.dynamic_batching.max_queue_delay_microseconds
 
 
 def _queue_delay(delay_us: int) -> ConfigEdit:
-    def edit(config: str) -> str:
-        marker = "max_queue_delay_microseconds: "
-        start = config.index(marker) + len(marker)
-        end = config.index("\n", start)
-        return config[:start] + str(delay_us) + config[end:]
+    def edit(config: model_config_pb2.ModelConfig) -> None:
+        # Setting a field of an absent dynamic_batching would add one.
+        if not config.HasField("dynamic_batching"):
+            raise ValueError("the embedder config declares no dynamic_batching")
+        config.dynamic_batching.max_queue_delay_microseconds = delay_us
 
     edit.__name__ = f"queue_delay({delay_us})"
     return edit
@@ -384,8 +384,8 @@ def render(
     text += (
         f"Chosen for the shipped embedder: `max_queue_delay_microseconds: {best_delay}` "
         f"(highest capacity at p99 <= {CAPACITY_TARGETS_MS['short'][1]:g} ms on short texts, "
-        "ties to the shorter delay); no preferred batch size (see the embedder's "
-        "config.pbtxt for the measured reason).\n\nEvery rate measured:\n\n"
+        "ties to the shorter delay); no preferred batch size (measured in "
+        "perf/results/debian12-2core/batching_choices.md).\n\nEvery rate measured:\n\n"
     )
     text += "".join(rate_points_table(sweeps) + "\n" for sweeps in capacity.values())
     text += section("Client-side cost per output format")

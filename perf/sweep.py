@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from perf.load import BULK
+from harness.priority import BULK
 from perf.perf_analyzer import Measurement, Mode, run_perf_analyzer
 from perf.workloads import (
     Kind,

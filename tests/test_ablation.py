@@ -12,19 +12,15 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from embedding_requests import SAMPLE_TEXTS, embed_float32
+from tritonclient.grpc import model_config_pb2
 
+from harness.repository import edited, read_config
+from harness.requests import text_inputs
+from harness.server import RunningServer, running_server
 from perf.ablation import naive_repository, one_instance_all_cores
 from perf.capacity import RatePoint, capacity_at
 from perf.perf_analyzer import Measurement, StageTimes
 from server.launch import ONNX_CPU_REPOSITORY
-from server.process import RunningServer, running_server
-
-
-def _text_input(module: object, texts: list[str]) -> object:
-    batch = np.array([[text.encode()] for text in texts], dtype=np.object_)
-    tensor = module.InferInput("TEXT", list(batch.shape), "BYTES")  # type: ignore[attr-defined]
-    tensor.set_data_from_numpy(batch)
-    return tensor
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +37,12 @@ def test_naive_json_and_bytes_match_the_shipped_ensemble(
     shipped = embed_float32(grpcclient.InferenceServerClient(triton_server.grpc_url), texts)
 
     http = httpclient.InferenceServerClient(naive_server.http_url)
-    result = http.infer("naive_json", [_text_input(httpclient, texts)])
+    result = http.infer("naive_json", text_inputs(httpclient, texts))
     rows = result.as_numpy("EMBEDDING_JSON").reshape(-1)
     from_json = np.array([json.loads(row) for row in rows], dtype=np.float32)
 
     grpc = grpcclient.InferenceServerClient(naive_server.grpc_url)
-    rows = grpc.infer("naive_bytes", [_text_input(grpcclient, texts)]).as_numpy("EMBEDDING")
+    rows = grpc.infer("naive_bytes", text_inputs(grpcclient, texts)).as_numpy("EMBEDDING")
     from_bytes = np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(texts), -1)
 
     for served in (from_json, from_bytes):
@@ -55,11 +51,12 @@ def test_naive_json_and_bytes_match_the_shipped_ensemble(
 
 
 def test_one_instance_variant_keeps_the_contract_but_not_the_instances() -> None:
-    config = (ONNX_CPU_REPOSITORY / "embedder" / "config.pbtxt").read_text()
-    edited = one_instance_all_cores(2)(config)
-    assert "count: 1" in edited and "count: 2" not in edited
-    assert 'key: "intra_op_num_threads"\n  value: { string_value: "2" }' in edited
-    assert edited.count("allow_ragged_batch: true") == config.count("allow_ragged_batch: true")
+    path = ONNX_CPU_REPOSITORY / "embedder" / "config.pbtxt"
+    shipped, variant = read_config(path), edited(path, one_instance_all_cores(2))
+    cpu = model_config_pb2.ModelInstanceGroup.KIND_CPU
+    assert [(group.kind, group.count) for group in variant.instance_group] == [(cpu, 1)]
+    assert variant.parameters["intra_op_num_threads"].string_value == "2"
+    assert variant.input == shipped.input and variant.output == shipped.output
 
 
 def _point(rate: float, served: float, p99: float | None) -> RatePoint:

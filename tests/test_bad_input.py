@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from embedding_requests import embed_float32, embed_raw, token_inputs
+from embedding_requests import embed_float32, embed_raw
 from tritonclient.utils import InferenceServerException
 
-from server.process import RunningServer
+from harness.requests import token_inputs
+from harness.server import RunningServer
 
 GOOD_TEXTS = ["a good request after a bad one"]
 
@@ -44,12 +45,12 @@ def _server_still_serves(triton_server: RunningServer) -> Any:
 @pytest.mark.parametrize(
     ("parameters", "message"),
     [
-        ({"dtype": "float64"}, "invalid parameter 'dtype': unknown dtype 'float64'"),
-        ({"dtype": 8}, "invalid parameter 'dtype': must be a string"),
-        ({"dimensions": 0}, "invalid parameter 'dimensions': 0 is outside 1..384"),
-        ({"dimensions": 385}, "invalid parameter 'dimensions': 385 is outside 1..384"),
-        ({"dimensions": "64"}, "invalid parameter 'dimensions': must be an integer"),
-        ({"normalize": "no"}, "invalid parameter 'normalize': must be a boolean"),
+        ({"dtype": "float64"}, "invalid_parameter 'dtype': unknown dtype 'float64'"),
+        ({"dtype": 8}, "invalid_parameter 'dtype': must be a string"),
+        ({"dimensions": 0}, "invalid_parameter 'dimensions': 0 is outside 1..384"),
+        ({"dimensions": 385}, "invalid_parameter 'dimensions': 385 is outside 1..384"),
+        ({"dimensions": "64"}, "invalid_parameter 'dimensions': must be an integer"),
+        ({"normalize": "no"}, "invalid_parameter 'normalize': must be a boolean"),
         ({"dtype": "binary", "dimensions": 100}, "must be a multiple of 8, got 100"),
         ({"dtype": "ubinary", "dimensions": 12}, "must be a multiple of 8, got 12"),
     ],
@@ -60,6 +61,45 @@ def test_bad_option_is_invalid_arg_over_grpc(
     _assert_rejected(
         lambda: embed_raw(grpc, ["text"], **parameters), "StatusCode.INVALID_ARGUMENT", message
     )
+
+
+def _requests_seen(triton_server: RunningServer, model: str) -> int:
+    """Requests a model answered; Triton counts a Python model's error
+    response as a success, so success and fail together."""
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    (stats,) = client.get_inference_statistics(model, as_json=True)["model_stats"]
+    counts = stats["inference_stats"]
+    return sum(int(counts.get(kind, {}).get("count", 0)) for kind in ("success", "fail"))
+
+
+def test_bad_option_is_refused_at_the_tokenizer(
+    triton_server: RunningServer, grpc: grpcclient.InferenceServerClient
+) -> None:
+    before = {model: _requests_seen(triton_server, model) for model in ("embedder", "serializer")}
+    _assert_rejected(
+        lambda: embed_raw(grpc, ["a text that is never tokenized"], dimensions=999),
+        "StatusCode.INVALID_ARGUMENT",
+        "invalid_parameter 'dimensions': 999 is outside 1..384",
+    )
+    after = {model: _requests_seen(triton_server, model) for model in ("embedder", "serializer")}
+    assert after == before
+
+
+def test_bad_option_on_tokens_is_refused_at_the_embedder(
+    triton_server: RunningServer, grpc: grpcclient.InferenceServerClient
+) -> None:
+    ids = np.array([[101, 2023, 102]], dtype=np.int64)
+    before = _requests_seen(triton_server, "serializer")
+    _assert_rejected(
+        lambda: grpc.infer(
+            "embed_tokens",
+            token_inputs(grpcclient, ids, np.ones_like(ids)),
+            parameters={"dtype": "f64"},
+        ),
+        "StatusCode.INVALID_ARGUMENT",
+        "invalid_parameter 'dtype': unknown dtype 'f64'",
+    )
+    assert _requests_seen(triton_server, "serializer") == before
 
 
 def test_bad_option_is_400_over_http(triton_server: RunningServer) -> None:
@@ -83,19 +123,20 @@ def test_invalid_utf8_is_invalid_arg(grpc: grpcclient.InferenceServerClient) -> 
     _assert_rejected(
         lambda: grpc.infer("embed", [tensor]),
         "StatusCode.INVALID_ARGUMENT",
-        "TEXT[1] is not valid UTF-8",
+        "invalid_input: TEXT[1] is not valid UTF-8",
     )
 
 
+@pytest.mark.parametrize(("bad_id", "seen"), [(10**9, "[101, 1000000000]"), (-1, "[-1, 102]")])
 def test_token_id_outside_vocabulary_fails_only_its_request(
-    grpc: grpcclient.InferenceServerClient,
+    grpc: grpcclient.InferenceServerClient, bad_id: int, seen: str
 ) -> None:
-    ids = np.array([[101, 10**9, 102]], dtype=np.int64)
-    inputs = token_inputs(ids, np.ones_like(ids))
+    ids = np.array([[101, bad_id, 102]], dtype=np.int64)
+    inputs = token_inputs(grpcclient, ids, np.ones_like(ids))
     _assert_rejected(
         lambda: grpc.infer("embed_tokens", inputs),
         "StatusCode.INVALID_ARGUMENT",
-        "the model rejected the tokens",
+        f"invalid_input: token ids must lie in [0, 30522), got {seen}",
     )
 
 

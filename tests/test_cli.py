@@ -12,8 +12,8 @@ import orjson
 import pytest
 from embedding_client import EmbeddingClient
 
+from harness.server import RunningServer
 from server.launch import TOKENIZER_JSON
-from server.process import RunningServer
 
 EMBED = Path(sys.executable).parent / "embed"
 TOKENIZER = TOKENIZER_JSON
@@ -107,7 +107,7 @@ def test_arguments_tokenized_locally_to_jsonl_on_stdout(
 def test_server_rejection_exits_1_with_its_message(triton_server: RunningServer) -> None:
     done = run_embed("--url", triton_server.grpc_url, "--dimensions", "999", "text")
     assert done.returncode == 1
-    assert b"invalid parameter 'dimensions': 999 is outside 1..384" in done.stderr
+    assert b"invalid_parameter 'dimensions': 999 is outside 1..384" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,11 @@ from embedding_client import (
     decode_rows,
 )
 from embedding_client.batching import pad_rows
-from embedding_client.gateway.launch import free_loopback_port
 from embedding_requests import SAMPLE_TEXTS, embed_float32
 
+from harness.ports import free_loopback_port
+from harness.server import RunningServer
 from server.launch import TOKENIZER_JSON
-from server.process import RunningServer
 
 TOKENIZER = TOKENIZER_JSON
 ATOL = 1e-6
@@ -162,7 +162,8 @@ def test_server_rejection_is_typed_with_message_and_status(
         with pytest.raises(InvalidInputError) as caught:
             client.embed(["text"], dimensions=385)
     assert caught.value.status == status
-    assert "invalid parameter 'dimensions': 385 is outside 1..384" in caught.value.message
+    assert "invalid_parameter 'dimensions': 385 is outside 1..384" in caught.value.message
+    assert (caught.value.kind, caught.value.parameter) == ("invalid_parameter", "dimensions")
 
 
 def test_async_server_rejection_is_typed(triton_server: RunningServer) -> None:
@@ -197,13 +198,13 @@ def test_bad_input_is_rejected_before_sending(
     assert caught.value.status is None
 
 
-def test_overload_rejection_is_unavailable(triton_server: RunningServer) -> None:
-    """Far more requests at once than the model configurations queue:
-    Triton turns some away with UNAVAILABLE."""
+def test_overload_rejection_is_unavailable(one_slot_server: RunningServer) -> None:
+    """Far more requests at once than the embedder queues: Triton turns some
+    away with UNAVAILABLE."""
     texts = [f"Text {index} of a burst past the server's queues." for index in range(64 * 48)]
 
     async def burst() -> None:
-        async with AsyncEmbeddingClient(triton_server.grpc_url, max_in_flight=48) as client:
+        async with AsyncEmbeddingClient(one_slot_server.grpc_url, max_in_flight=48) as client:
             await client.embed(texts)
 
     with pytest.raises(UnavailableError) as caught:

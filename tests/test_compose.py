@@ -1,28 +1,45 @@
 """Structure of docker-compose.yml and the Dockerfiles it builds (no Docker
 engine here): the YAML parses, every file and path it refers to exists,
-images are pinned, and the serving containers expose their ports, check their
-health and, on the GPU, reserve one."""
+images are pinned, and the serving containers run the launcher (its parser
+accepts their arguments), stop gracefully, take the admin key from the
+environment, expose their ports, check their health and, on the GPU, reserve
+one."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import os
 import re
 import shlex
+import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
 
-from server.launch import REPO_ROOT
+from server.launch import (
+    ADMIN_KEY_VARIABLE,
+    EXIT_TIMEOUT_S,
+    REPO_ROOT,
+    SERIALIZER_BACKEND,
+    SERIALIZER_FILE,
+    argument_parser,
+)
+from server.watchdog import STOP_TIMEOUT_S
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 SERVING_PORTS = {8000, 8001, 8002}
 GPU_SERVICES = ("export", "triton")
 SERVING_SERVICES = ("triton", "triton-cpu")
 NGC_RELEASE = "24.10"
+LAUNCHER = ["python3", "-m", "server.launch"]
+# The Python of tritonserver:24.10-py3 (Ubuntu 22.04), which runs the launcher.
+IMAGE_PYTHON = (3, 10)
+# tritonserver's own stop once drained: unloading idle models, ending stubs.
+SERVER_STOP_MARGIN_S = 15.0
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +92,31 @@ def _dockerignored(context: Path) -> set[str]:
 def _is_pinned(image: str) -> bool:
     name, _, tag = image.rpartition(":")
     return bool(name) and "/" not in tag and tag not in ("", "latest")
+
+
+def _final_stage(dockerfile: Path) -> tuple[str, list[tuple[str, list[str]]]]:
+    """The base image of the last stage, and that stage's instructions."""
+    instructions = _instructions(dockerfile)
+    start = max(i for i, (instruction, _) in enumerate(instructions) if instruction == "FROM")
+    return instructions[start][1][0], instructions[start + 1 :]
+
+
+def _seconds(duration: str) -> float:
+    """A compose duration ("60s", "1m30s") in seconds."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s|us)", duration)
+    assert parts and "".join(a + b for a, b in parts) == duration, duration
+    return sum(float(amount) * units[unit] for amount, unit in parts)
+
+
+def _launcher_arguments(name: str, service: dict[str, Any]) -> argparse.Namespace:
+    """The service's command parsed by the launcher's own argument parser."""
+    command = [str(argument) for argument in service["command"]]
+    assert command[: len(LAUNCHER)] == LAUNCHER, f"{name}: {command}"
+    try:
+        return argument_parser().parse_args(command[len(LAUNCHER) :])
+    except SystemExit:
+        pytest.fail(f"{name}: server.launch rejects {command[len(LAUNCHER) :]}")
 
 
 def _bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
@@ -234,6 +276,86 @@ def test_serving_containers_publish_ports_and_check_readiness(compose: dict[str,
         # Docker's 64 MB /dev/shm is too small for the Python backend.
         shm = str(service["shm_size"])
         assert re.fullmatch(r"\d+gb", shm) and int(shm[:-2]) >= 1, f"{name}: shm_size {shm}"
+
+
+def test_serving_containers_run_the_launcher_on_the_image_triton(
+    compose: dict[str, Any],
+) -> None:
+    for name in SERVING_SERVICES:
+        service = _services(compose)[name]
+        launcher = _launcher_arguments(name, service)
+        assert launcher.host == "0.0.0.0", f"{name}: binds {launcher.host} in the container"
+        assert launcher.triton_home == Path("/opt/tritonserver"), name
+        base, stage = _final_stage(_dockerfiles(compose)[name][1])
+        assert base.startswith("nvcr.io/nvidia/tritonserver:"), base
+        # --triton-home uses <home>/backends as is: the serializer must be there.
+        serializer = PurePosixPath(launcher.triton_home, "backends", SERIALIZER_BACKEND)
+        copied = {
+            PurePosixPath(arguments[-1])
+            for instruction, arguments in stage
+            if instruction == "COPY" and "--from=serializer" in arguments
+        }
+        assert serializer / SERIALIZER_FILE in copied, f"{name}: {copied}"
+        # `python3 -m server.launch` imports server/ from the working folder.
+        workdirs = [arguments[0] for instruction, arguments in stage if instruction == "WORKDIR"]
+        assert workdirs, f"{name}: the final stage sets no WORKDIR"
+        destinations = [
+            PurePosixPath(workdirs[-1], arguments[-1])
+            for instruction, arguments in stage
+            if instruction == "COPY"
+            and [a for a in arguments if not a.startswith("--")][0] == "server"
+        ]
+        assert destinations == [PurePosixPath(workdirs[-1], "server")], destinations
+
+
+def test_the_launcher_runs_on_the_image_python() -> None:
+    """The launcher and what it imports parse as the image's Python and import
+    nothing outside the standard library and server/ at module level."""
+    pending, seen = ["launch"], set()
+    while pending:
+        module = pending.pop()
+        seen.add(module)
+        source = (REPO_ROOT / "server" / f"{module}.py").read_text()
+        tree = ast.parse(source, feature_version=IMAGE_PYTHON)
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top, _, rest = name.partition(".")
+                if top == "server":
+                    pending.extend({rest} - seen)
+                else:
+                    assert top in sys.stdlib_module_names or top == "__future__", (
+                        f"server/{module}.py imports {name}, which the image may not have"
+                    )
+    assert {"launch", "watchdog", "shutdown", "health"} <= seen
+
+
+def test_serving_containers_stop_gracefully(compose: dict[str, Any]) -> None:
+    """docker stop's SIGTERM reaches the launcher through init, and Docker
+    waits for the watchdog, the drain and tritonserver's own stop."""
+    needed = STOP_TIMEOUT_S + EXIT_TIMEOUT_S + SERVER_STOP_MARGIN_S
+    for name in SERVING_SERVICES:
+        service = _services(compose)[name]
+        assert service.get("init") is True, f"{name}: no init to forward SIGTERM and reap stubs"
+        grace = _seconds(str(service["stop_grace_period"]))
+        assert grace >= needed, f"{name}: stop_grace_period {grace:g} s < {needed:g} s"
+
+
+def test_admin_key_reaches_the_launcher_through_the_environment(
+    compose: dict[str, Any],
+) -> None:
+    for name in SERVING_SERVICES:
+        service = _services(compose)[name]
+        value = service["environment"][ADMIN_KEY_VARIABLE]
+        # Required, no default: compose stops with the message when it is unset.
+        assert re.fullmatch(rf"\$\{{{ADMIN_KEY_VARIABLE}:\?[^}}]+\}}", value), value
+        command = " ".join(str(argument) for argument in service["command"])
+        assert "admin-key" not in command and "restricted" not in command, command
 
 
 def test_gpu_services_reserve_a_gpu_and_the_cpu_server_does_not(

@@ -17,12 +17,12 @@ from embedding_requests import (
     Client,
     embed_float32,
     embed_raw,
-    token_inputs,
 )
 from tokenizers import Tokenizer
 
+from harness.requests import token_inputs
+from harness.server import RunningServer
 from server.launch import TOKENIZER_JSON
-from server.process import RunningServer
 
 DIMS = 384
 
@@ -128,7 +128,8 @@ def test_embed_tokens_equals_embed(
     encodings = tokenizer.encode_batch(SAMPLE_TEXTS)
     input_ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
     attention_mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.int64)
-    rows = grpc.infer("embed_tokens", token_inputs(input_ids, attention_mask)).as_numpy("EMBEDDING")
+    inputs = token_inputs(grpcclient, input_ids, attention_mask)
+    rows = grpc.infer("embed_tokens", inputs).as_numpy("EMBEDDING")
     vectors = np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(SAMPLE_TEXTS), DIMS)
     np.testing.assert_allclose(vectors, baseline, atol=1e-5)
 

@@ -13,9 +13,9 @@ import tritonclient.grpc as grpcclient
 from embedding_requests import embed_raw
 from tritonclient.utils import InferenceServerException
 
+from harness.repository import chained, repository_variant, set_parameter
+from harness.server import RunningServer, running_server
 from server.launch import ADMIN_KEY_HEADER
-from server.process import RunningServer, running_server
-from server.repository import repository_variant, set_parameter
 
 MAX_TEXT_BYTES = 2000
 MAX_TOKENS = 300
@@ -28,8 +28,9 @@ def strict_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
     repository = repository_variant(
         workdir / "model_repository",
         {
-            "tokenizer": lambda config: set_parameter("max_text_bytes", str(MAX_TEXT_BYTES))(
-                set_parameter("truncate", "false")(config)
+            "tokenizer": chained(
+                set_parameter("truncate", "false"),
+                set_parameter("max_text_bytes", str(MAX_TEXT_BYTES)),
             ),
             "embedder": set_parameter("max_tokens_per_request", str(MAX_TOKENS)),
         },

@@ -11,6 +11,7 @@ import pytest
 from embedding_requests import SAMPLE_TEXTS, embed_raw
 from tritonclient.grpc import InferenceServerClient
 
+from harness.server import running_server
 from perf.ceiling import available_cores, ceiling, layouts, serving_tokenizer, tokenize
 from perf.graphs import (
     GRAPH_KINDS,
@@ -21,7 +22,6 @@ from perf.graphs import (
     serving_repository,
 )
 from perf.workloads import workload
-from server.process import running_server
 
 FLOAT32_MIN_COSINE = 0.9999
 

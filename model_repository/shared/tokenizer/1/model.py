@@ -1,7 +1,9 @@
 """Triton Python model: UTF-8 texts -> token ids and attention masks.
 
-One batch-encode call per execute covers every request Triton merged; each
-request's rows are then padded to that request's longest text only.
+The first stage of `embed`: a request with a bad output option or a bad
+text is refused here, before any tokenizing. One batch-encode call per
+execute covers every request Triton merged; each request's rows are then
+padded to that request's longest text only.
 """
 
 from __future__ import annotations
@@ -11,31 +13,41 @@ from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from model_common.errors import ErrorKind, error_message
+from model_common.record import ExportRecord
+from model_common.triton import invalid, option_check
 from tokenizers import Encoding, Tokenizer
 
 
 def _decode_texts(
-    request: pb_utils.InferenceRequest, max_text_bytes: int
+    request: pb_utils.InferenceRequest, max_text_bytes: int, embedding_dim: int
 ) -> list[str] | pb_utils.TritonError:
+    bad_option = option_check(request, embedding_dim)
+    if bad_option:
+        return invalid(bad_option)
     raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
     if raw.size == 0:
-        return pb_utils.TritonError(
-            "TEXT is empty: send at least one text", pb_utils.TritonError.INVALID_ARG
+        return invalid(
+            error_message(ErrorKind.INVALID_INPUT, "TEXT is empty: send at least one text")
         )
     texts = []
     for index, item in enumerate(raw):
         if len(item) > max_text_bytes:
-            return pb_utils.TritonError(
-                f"TEXT[{index}] has {len(item)} bytes, over the limit of {max_text_bytes} "
-                "(max_text_bytes)",
-                pb_utils.TritonError.INVALID_ARG,
+            return invalid(
+                error_message(
+                    ErrorKind.INPUT_TOO_LARGE,
+                    f"TEXT[{index}] has {len(item)} bytes, over the limit of {max_text_bytes} "
+                    "(max_text_bytes)",
+                )
             )
         try:
             texts.append(bytes(item).decode("utf-8"))
         except UnicodeDecodeError as error:
-            return pb_utils.TritonError(
-                f"TEXT[{index}] is not valid UTF-8 ({error.reason} at byte {error.start})",
-                pb_utils.TritonError.INVALID_ARG,
+            return invalid(
+                error_message(
+                    ErrorKind.INVALID_INPUT,
+                    f"TEXT[{index}] is not valid UTF-8 ({error.reason} at byte {error.start})",
+                )
             )
     return texts
 
@@ -53,7 +65,10 @@ def _pad(encodings: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
-        path = Path(args["model_repository"]) / args["model_version"] / "tokenizer.json"
+        version_dir = Path(args["model_repository"]) / args["model_version"]
+        # The embedding width bounds the `dimensions` option checked here.
+        self._embedding_dim = ExportRecord.read(version_dir).embedding_dim
+        path = version_dir / "tokenizer.json"
         self._tokenizer = Tokenizer.from_file(str(path))
         truncation = self._tokenizer.truncation
         if truncation is None:
@@ -70,7 +85,10 @@ class TritonPythonModel:
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
-        decoded = [_decode_texts(request, self._max_text_bytes) for request in requests]
+        decoded = [
+            _decode_texts(request, self._max_text_bytes, self._embedding_dim)
+            for request in requests
+        ]
         texts = [text for item in decoded if isinstance(item, list) for text in item]
         encodings = self._tokenizer.encode_batch_fast(texts) if texts else []
 
@@ -90,10 +108,12 @@ class TritonPythonModel:
             for index, encoding in enumerate(encodings):
                 if len(encoding.ids) > self._max_length:
                     return pb_utils.InferenceResponse(
-                        error=pb_utils.TritonError(
-                            f"TEXT[{index}] has {len(encoding.ids)} tokens, over the "
-                            f"model's max length {self._max_length} (truncation is off)",
-                            pb_utils.TritonError.INVALID_ARG,
+                        error=invalid(
+                            error_message(
+                                ErrorKind.INPUT_TOO_LARGE,
+                                f"TEXT[{index}] has {len(encoding.ids)} tokens, over the "
+                                f"model's max length {self._max_length} (truncation is off)",
+                            )
                         )
                     )
         input_ids, attention_mask = _pad(encodings)

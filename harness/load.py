@@ -17,8 +17,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
 from tritonclient.utils import InferenceServerException
 
-INTERACTIVE = 1
-BULK = 2
+from harness.priority import INTERACTIVE
+from harness.requests import text_inputs
 
 
 def short_texts(count: int) -> list[str]:
@@ -50,13 +50,6 @@ class Outcome:
         return self.status == "OK"
 
 
-def text_inputs(texts: Sequence[str]) -> list[grpcclient.InferInput]:
-    batch = np.array([[text.encode("utf-8")] for text in texts], dtype=np.object_)
-    tensor = grpcclient.InferInput("TEXT", list(batch.shape), "BYTES")
-    tensor.set_data_from_numpy(batch)
-    return [tensor]
-
-
 async def send(
     client: grpcaio.InferenceServerClient,
     texts: Sequence[str],
@@ -66,7 +59,7 @@ async def send(
     started = time.monotonic()
     try:
         await client.infer(
-            "embed", text_inputs(texts), priority=priority, client_timeout=deadline_s
+            "embed", text_inputs(grpcclient, texts), priority=priority, client_timeout=deadline_s
         )
     except InferenceServerException as error:
         return Outcome(str(error.status()), started, time.monotonic() - started, error.message())

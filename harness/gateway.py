@@ -1,13 +1,11 @@
-"""Run the gateway as a child process on a free loopback port and wait until
-it answers: for tests, benchmarks and scripts."""
+"""Run the OpenAI-compatible gateway (embedding_client.gateway.server) as a
+child process on a free loopback port and wait until it answers."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,11 +15,13 @@ from pathlib import Path
 
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
+from harness.ports import StartError, free_loopback_port, wait_until_ready
+
 STARTUP_TIMEOUT_S = 30.0
 SHUTDOWN_TIMEOUT_S = 10.0
 
 
-class GatewayStartError(RuntimeError):
+class GatewayStartError(StartError):
     pass
 
 
@@ -42,12 +42,6 @@ class RunningGateway:
                 return reply.status == 200
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
-
-
-def free_loopback_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager
@@ -77,13 +71,15 @@ def running_gateway(
         process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
     gateway = RunningGateway(f"http://127.0.0.1:{port}", log_path, process.pid)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not gateway.is_live():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise GatewayStartError(
-                    f"the gateway did not start; log {log_path}:\n{log_path.read_text()[-4000:]}"
-                )
-            time.sleep(0.2)
+        wait_until_ready(
+            gateway.is_live,
+            process,
+            log_path,
+            what="the gateway",
+            timeout_s=STARTUP_TIMEOUT_S,
+            interval_s=0.2,
+            error=GatewayStartError,
+        )
         yield gateway
     finally:
         process.terminate()

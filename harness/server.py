@@ -1,22 +1,20 @@
 """Run the serve command (server.launch: tritonserver and its watchdog) as a
-child process on free loopback ports and wait until it is ready: used by the
-tests and the perf tools."""
+child process on free loopback ports and wait until it is ready."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.ports import StartError, free_loopback_ports, wait_until_ready
 from server.health import child_pids, server_ready
-from server.launch import DEFAULT_REPOSITORIES, REPO_ROOT, Endpoints
+from server.launch import ADMIN_KEY_VARIABLE, DEFAULT_REPOSITORIES, REPO_ROOT, Endpoints
 
 STARTUP_TIMEOUT_S = 180
 SHUTDOWN_TIMEOUT_S = 60
@@ -45,19 +43,12 @@ class RunningServer:
         return pid
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(StartError):
     pass
 
 
 def free_loopback_endpoints() -> Endpoints:
-    sockets = [socket.socket() for _ in range(3)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        http_port, grpc_port, metrics_port = (sock.getsockname()[1] for sock in sockets)
-    finally:
-        for sock in sockets:
-            sock.close()
+    http_port, grpc_port, metrics_port = free_loopback_ports(3)
     return Endpoints("127.0.0.1", http_port, grpc_port, metrics_port)
 
 
@@ -81,20 +72,27 @@ def running_server(
         f"--grpc-port={endpoints.grpc_port}",
         f"--metrics-port={endpoints.metrics_port}",
         *(f"--model-repository={repository}" for repository in repositories),
-        *([f"--admin-key={admin_key}"] if admin_key else []),
     ]
+    # The launcher reads the admin key from its environment only; one set
+    # where the tests run must not restrict a server started without one.
+    environment = {key: value for key, value in os.environ.items() if key != ADMIN_KEY_VARIABLE}
+    if admin_key:
+        environment[ADMIN_KEY_VARIABLE] = admin_key
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, cwd=REPO_ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
     server = RunningServer(endpoints, log_path, process)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not server.is_ready():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise ServerStartError(
-                    f"tritonserver did not become ready; log {log_path}:\n"
-                    + log_path.read_text()[-4000:]
-                )
-            time.sleep(0.5)
+        wait_until_ready(
+            server.is_ready,
+            process,
+            log_path,
+            what="tritonserver",
+            timeout_s=STARTUP_TIMEOUT_S,
+            interval_s=0.5,
+            error=ServerStartError,
+        )
         yield server
     finally:
         _stop(process)

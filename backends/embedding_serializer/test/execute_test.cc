@@ -1,0 +1,157 @@
+// The backend's entry points against a fake Triton (fake_triton.h): every
+// request answered exactly once, statistics after the send, release last.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fake_triton.h"
+#include "triton_api.h"
+
+namespace {
+
+using fake_triton::MakeFp16Request;
+using fake_triton::MakeRequest;
+using Events = std::vector<std::string>;
+
+constexpr const char* kConfig = R"({"max_batch_size": 8,
+  "input": [{"name": "EMBEDDING", "data_type": "TYPE_FP32", "dims": [-1]},
+            {"name": "NORM", "data_type": "TYPE_FP32", "dims": [1]}],
+  "output": [{"name": "EMBEDDING_BYTES", "data_type": "TYPE_UINT8", "dims": [-1]}]})";
+
+std::string Fp16Config() {
+  std::string config = kConfig;
+  return config.replace(config.find("TYPE_FP32"), 9, "TYPE_FP16");
+}
+
+std::vector<float> Floats(const TRITONBACKEND_Output& output) {
+  std::vector<float> values(output.bytes.size() / sizeof(float));
+  std::memcpy(values.data(), output.bytes.data(), output.bytes.size());
+  return values;
+}
+
+class Backend : public ::testing::Test {
+ protected:
+  void SetUp() override { world_ = &fake_triton::Reset(); }
+
+  void TearDown() override {
+    if (model_.state != nullptr) {
+      EXPECT_EQ(TRITONBACKEND_ModelFinalize(&model_), nullptr);
+    }
+    EXPECT_EQ(world_->live_errors, 0);
+    EXPECT_EQ(world_->live_responses, 0);
+  }
+
+  void Load(const std::string& config) {
+    model_.config_json = config;
+    ASSERT_EQ(TRITONBACKEND_ModelInitialize(&model_), nullptr);
+  }
+
+  TRITONSERVER_Error* Execute(std::vector<TRITONBACKEND_Request>& requests) {
+    std::vector<TRITONBACKEND_Request*> pointers;
+    for (TRITONBACKEND_Request& request : requests) {
+      pointers.push_back(&request);
+    }
+    return TRITONBACKEND_ModelInstanceExecute(&instance_, pointers.data(),
+                                              static_cast<uint32_t>(pointers.size()));
+  }
+
+  // Takes the error Execute returned; "" for none.
+  std::string Message(TRITONSERVER_Error* error) {
+    const std::string message = error ? TRITONSERVER_ErrorMessage(error) : "";
+    if (error != nullptr) {
+      TRITONSERVER_ErrorDelete(error);
+    }
+    return message;
+  }
+
+  fake_triton::World* world_ = nullptr;
+  TRITONBACKEND_Model model_;
+  TRITONBACKEND_ModelInstance instance_{&model_};
+};
+
+TEST_F(Backend, InitializeAcceptsTheServersApiVersion) {
+  EXPECT_EQ(TRITONBACKEND_Initialize(nullptr), nullptr);
+}
+
+TEST_F(Backend, AnswersEveryRequestThenReportsStatisticsThenReleasesIt) {
+  Load(kConfig);
+  std::vector<TRITONBACKEND_Request> requests = {
+      MakeRequest(0, {0.6f, 0.8f}, 2, {1.0f}),
+      MakeRequest(1, {1.0f, 0.0f, 0.0f, 1.0f}, 2, {1.0f, 1.0f})};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->events, (Events{"new 0", "new 1", "send 0", "send 1", "stats 0 success",
+                                    "release 0", "stats 1 success", "release 1", "batch 3"}));
+  ASSERT_EQ(world_->sent.size(), 2u);
+  EXPECT_EQ(world_->sent[0].error, "");
+  EXPECT_EQ(world_->sent[0].output.shape, (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(Floats(world_->sent[0].output), (std::vector<float>{0.6f, 0.8f}));
+  EXPECT_EQ(world_->sent[1].output.shape, (std::vector<int64_t>{2, 8}));
+}
+
+TEST_F(Backend, LeavesEveryRequestToTritonWhenAResponseCannotBeMade) {
+  Load(kConfig);
+  world_->fail_response_new_for = 1;
+  std::vector<TRITONBACKEND_Request> requests = {MakeRequest(0, {1.0f}, 1, {1.0f}),
+                                                 MakeRequest(1, {1.0f}, 1, {1.0f}),
+                                                 MakeRequest(2, {1.0f}, 1, {1.0f})};
+  // Triton then answers all three with this error; nothing was sent,
+  // counted or released, and the one response made is deleted.
+  EXPECT_EQ(Message(Execute(requests)), "no response for request 1");
+  EXPECT_EQ(world_->events, (Events{"new 0", "delete 0"}));
+}
+
+TEST_F(Backend, AnswersABadRequestWithItsErrorAndServesTheRest) {
+  Load(kConfig);
+  std::vector<TRITONBACKEND_Request> requests = {MakeRequest(0, {1.0f}, 1, {1.0f}),
+                                                 MakeRequest(1, {1.0f}, 1, {1.0f})};
+  requests[0].string_parameters = {{"dtype", "float64"}};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->events, (Events{"new 0", "new 1", "send 0", "send 1", "stats 0 failure",
+                                    "release 0", "stats 1 success", "release 1", "batch 1"}));
+  EXPECT_EQ(world_->sent[0].error,
+            "invalid_parameter 'dtype': unknown dtype 'float64' (expected float32, float16, "
+            "int8, uint8, binary or ubinary)");
+  EXPECT_EQ(world_->sent[1].error, "");
+}
+
+TEST_F(Backend, CountsAFailedSendAsAFailure) {
+  Load(kConfig);
+  world_->fail_send_for = 0;
+  std::vector<TRITONBACKEND_Request> requests = {MakeRequest(0, {1.0f}, 1, {1.0f}),
+                                                 MakeRequest(1, {1.0f, 0.0f}, 1, {1.0f, 1.0f})};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->events, (Events{"new 0", "new 1", "send 0", "send 1", "stats 0 failure",
+                                    "release 0", "stats 1 success", "release 1", "batch 2"}));
+}
+
+TEST_F(Backend, ReadsFloat16EmbeddingsWhenTheConfigurationDeclaresThem) {
+  Load(Fp16Config());
+  // IEEE half 1.0 and -0.5.
+  std::vector<TRITONBACKEND_Request> requests = {MakeFp16Request(0, {0x3C00, 0xB800}, 2, {1.0f})};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  ASSERT_EQ(world_->sent.size(), 1u);
+  EXPECT_EQ(world_->sent[0].error, "");
+  EXPECT_EQ(Floats(world_->sent[0].output), (std::vector<float>{1.0f, -0.5f}));
+}
+
+TEST_F(Backend, RefusesAnInputOfAnotherTypeThanDeclared) {
+  Load(Fp16Config());
+  std::vector<TRITONBACKEND_Request> requests = {MakeRequest(0, {1.0f}, 1, {1.0f})};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->sent[0].error,
+            "input 'EMBEDDING' must be TYPE_FP16, as the model configuration declares");
+}
+
+TEST_F(Backend, RefusesToLoadAConfigurationItCannotServe) {
+  std::string config = kConfig;
+  model_.config_json = config.replace(config.find("[1]"), 3, "[2]");
+  TRITONSERVER_Error* error = TRITONBACKEND_ModelInitialize(&model_);
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, TRITONSERVER_ERROR_INVALID_ARG);
+  EXPECT_EQ(Message(error), "model configuration: input 'NORM' dims are [2]; expected [1]");
+  EXPECT_EQ(model_.state, nullptr);
+}
+
+}  // namespace

@@ -1,0 +1,123 @@
+#include "model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace embedding_serializer {
+namespace {
+
+// As Triton serializes the shipped config.pbtxt, trimmed to what matters.
+constexpr const char* kShipped = R"({
+  "name": "serializer", "backend": "embedding_serializer", "max_batch_size": 64,
+  "input": [
+    {"name": "EMBEDDING", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [-1],
+     "is_shape_tensor": false, "optional": false},
+    {"name": "NORM", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [1],
+     "is_shape_tensor": false, "optional": false}
+  ],
+  "output": [
+    {"name": "EMBEDDING_BYTES", "data_type": "TYPE_UINT8", "dims": [-1],
+     "label_filename": "", "is_shape_tensor": false}
+  ],
+  "batch_input": [], "parameters": {}
+})";
+
+// kShipped with the first occurrence of `from` replaced by `to`.
+std::string Shipped(const std::string& from, const std::string& to) {
+  std::string config = kShipped;
+  const size_t at = config.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? config : config.replace(at, from.size(), to);
+}
+
+std::string ErrorOf(const std::string& config) { return CheckModelConfig(config).error; }
+
+TEST(CheckModelConfig, AcceptsTheShippedConfigurationAsFloat32) {
+  const ConfigCheck check = CheckModelConfig(kShipped);
+  EXPECT_EQ(check.error, "");
+  EXPECT_EQ(check.config.embedding_type, ElementType::kFloat32);
+}
+
+TEST(CheckModelConfig, ReadsFloat16EmbeddingsWhenDeclared) {
+  const ConfigCheck check = CheckModelConfig(Shipped(
+      R"("EMBEDDING", "data_type": "TYPE_FP32")", R"("EMBEDDING", "data_type": "TYPE_FP16")"));
+  EXPECT_EQ(check.error, "");
+  EXPECT_EQ(check.config.embedding_type, ElementType::kFloat16);
+}
+
+TEST(CheckModelConfig, AcceptsAFixedEmbeddingWidthAndIntegersAsStrings) {
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [-1])", R"("dims": [384])")), "");
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1])", R"("dims": ["1"])")), "");
+  EXPECT_EQ(ErrorOf(Shipped(R"("max_batch_size": 64)", R"("max_batch_size": "8")")), "");
+}
+
+TEST(CheckModelConfig, NamesAWrongDataType) {
+  EXPECT_EQ(ErrorOf(Shipped(R"("EMBEDDING", "data_type": "TYPE_FP32")",
+                            R"("EMBEDDING", "data_type": "TYPE_INT32")")),
+            "model configuration: input 'EMBEDDING' data_type is TYPE_INT32; expected "
+            "TYPE_FP32 or TYPE_FP16");
+  EXPECT_EQ(ErrorOf(Shipped(R"("NORM", "data_type": "TYPE_FP32")",
+                            R"("NORM", "data_type": "TYPE_FP16")")),
+            "model configuration: input 'NORM' data_type is TYPE_FP16; expected TYPE_FP32");
+  EXPECT_EQ(ErrorOf(Shipped(R"("data_type": "TYPE_UINT8")", R"("data_type": "TYPE_INT8")")),
+            "model configuration: output 'EMBEDDING_BYTES' data_type is TYPE_INT8; expected "
+            "TYPE_UINT8");
+  EXPECT_EQ(ErrorOf(Shipped(R"("NORM", "data_type": "TYPE_FP32",)", R"("NORM",)")),
+            "model configuration: input 'NORM' data_type is missing; expected TYPE_FP32");
+}
+
+TEST(CheckModelConfig, NamesWrongDims) {
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [-1])", R"("dims": [0])")),
+            "model configuration: input 'EMBEDDING' dims are [0]; expected [-1] or one "
+            "fixed size such as [384]");
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [-1])", R"("dims": [-1, 384])")),
+            "model configuration: input 'EMBEDDING' dims are [-1, 384]; expected [-1] or "
+            "one fixed size such as [384]");
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1])", R"("dims": [2])")),
+            "model configuration: input 'NORM' dims are [2]; expected [1]");
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1])", R"("dims": [1.5])")),
+            "model configuration: input 'NORM' dims are [?]; expected [1]");
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1])", R"("dims": 1)")),
+            "model configuration: input 'NORM' dims are missing; expected [1]");
+  const std::string output_fixed =
+      Shipped(R"("TYPE_UINT8", "dims": [-1])", R"("TYPE_UINT8", "dims": [1536])");
+  EXPECT_EQ(ErrorOf(output_fixed),
+            "model configuration: output 'EMBEDDING_BYTES' dims are [1536]; expected [-1]");
+}
+
+TEST(CheckModelConfig, NamesMissingUnknownAndRenamedTensors) {
+  EXPECT_EQ(ErrorOf(Shipped(R"("name": "NORM")", R"("name": "NORMS")")),
+            "model configuration: input 'NORMS' is not one the serializer knows (expected "
+            "EMBEDDING or NORM)");
+  EXPECT_EQ(ErrorOf(Shipped(R"("name": "EMBEDDING_BYTES")", R"("name": "BYTES")")),
+            "model configuration: output 'BYTES' is not one the serializer knows (expected "
+            "EMBEDDING_BYTES)");
+  EXPECT_EQ(ErrorOf(Shipped(R"("output": [)", R"("output": [], "unused": [)")),
+            "model configuration: output 'EMBEDDING_BYTES' is missing");
+  EXPECT_EQ(ErrorOf(Shipped(R"("input": [)", R"("inputs": [)")),
+            "model configuration: 'input' is missing or not a list");
+}
+
+TEST(CheckModelConfig, NeedsBatching) {
+  EXPECT_EQ(ErrorOf(Shipped(R"("max_batch_size": 64)", R"("max_batch_size": 0)")),
+            "model configuration: max_batch_size is 0; expected at least 1, as the "
+            "serializer reads batched rows");
+  EXPECT_EQ(ErrorOf(Shipped(R"("max_batch_size": 64,)", "")),
+            "model configuration: max_batch_size is missing; expected at least 1, as the "
+            "serializer reads batched rows");
+}
+
+TEST(CheckModelConfig, RefusesReshape) {
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1],)", R"("dims": [1], "reshape": {"shape": []},)")),
+            "model configuration: input 'NORM' sets reshape, which the serializer does not "
+            "support");
+}
+
+TEST(CheckModelConfig, ReportsUnreadableJson) {
+  EXPECT_EQ(ErrorOf("{"), "model configuration: JSON error at byte 1: expected a member name");
+  EXPECT_EQ(ErrorOf("[]"), "model configuration: not a JSON object");
+}
+
+}  // namespace
+}  // namespace embedding_serializer

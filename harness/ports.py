@@ -1,0 +1,55 @@
+"""Free loopback ports for a child process to listen on, and waiting until it
+is ready: one loop for every launcher, so they fail the same way (the log
+tail in the error) whether the child died or never became ready."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+LOG_TAIL_CHARS = 4000
+
+
+class StartError(RuntimeError):
+    pass
+
+
+def free_loopback_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 a moment ago. All are held
+    open together so the OS cannot hand out the same one twice."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def free_loopback_port() -> int:
+    (port,) = free_loopback_ports(1)
+    return port
+
+
+def wait_until_ready(
+    ready: Callable[[], bool],
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    *,
+    what: str,
+    timeout_s: float,
+    interval_s: float,
+    error: type[StartError] = StartError,
+) -> None:
+    """Polls `ready` until it holds; raises `error` with the tail of
+    `log_path` once `process` has exited or `timeout_s` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        exit_code = process.poll()
+        if exit_code is not None or time.monotonic() > deadline:
+            why = f"exited with code {exit_code}" if exit_code is not None else "timed out"
+            tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+            raise error(f"{what} did not become ready ({why}); log {log_path}:\n{tail}")
+        time.sleep(interval_s)

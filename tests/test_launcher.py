@@ -1,0 +1,224 @@
+"""server.launch as the containers run it, on a real tritonserver: the admin
+key comes from the environment and stays off the launcher's command line,
+--triton-home serves an installed Triton's layout as is, a graceful stop
+waits for a reload in progress before it drains; and the watchdog's retry
+backoff."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+import pytest
+
+from harness.ports import StartError, free_loopback_ports, wait_until_ready
+from server.health import child_pids, python_stubs, server_ready
+from server.launch import (
+    ADMIN_KEY_HEADER,
+    ADMIN_KEY_VARIABLE,
+    REPO_ROOT,
+    Endpoints,
+    installed_triton,
+    server_command,
+    wheel_triton,
+)
+from server.watchdog import RETRY_MAX_S, ReloadBackoff, retry_delays
+
+STARTUP_TIMEOUT_S = 180.0
+LAUNCHER_EXIT_TIMEOUT_S = 90.0
+
+
+@dataclass(frozen=True)
+class Launcher:
+    process: subprocess.Popen[bytes]
+    http_url: str
+    log_path: Path
+    admin_key: str
+
+    @property
+    def tritonserver_pid(self) -> int:
+        (pid,) = child_pids(self.process.pid)
+        return pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, text: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while text not in self.log():
+            assert self.process.poll() is None, f"launcher exited:\n{self.log()[-4000:]}"
+            assert time.monotonic() < deadline, f"no {text!r} in the log:\n{self.log()[-4000:]}"
+            time.sleep(0.1)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=LAUNCHER_EXIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()  # tritonserver follows (PR_SET_PDEATHSIG)
+            self.process.wait()
+            raise
+
+
+def _start(log_path: Path, arguments: list[str]) -> Launcher:
+    """`python -m server.launch` on free loopback ports with a fresh admin key
+    in its environment, once ready."""
+    http_port, grpc_port, metrics_port = free_loopback_ports(3)
+    admin_key = secrets.token_urlsafe(24)
+    command = [
+        sys.executable,
+        "-m",
+        "server.launch",
+        "--host=127.0.0.1",
+        f"--http-port={http_port}",
+        f"--grpc-port={grpc_port}",
+        f"--metrics-port={metrics_port}",
+        *arguments,
+    ]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env={**os.environ, ADMIN_KEY_VARIABLE: admin_key},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    launcher = Launcher(process, f"127.0.0.1:{http_port}", log_path, admin_key)
+    try:
+        wait_until_ready(
+            lambda: server_ready(launcher.http_url),
+            process,
+            log_path,
+            what="the launcher",
+            timeout_s=STARTUP_TIMEOUT_S,
+            interval_s=0.5,
+        )
+    except StartError:
+        process.kill()
+        process.wait()
+        raise
+    return launcher
+
+
+@pytest.fixture(scope="module")
+def triton_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel's server in an installed Triton's layout, as the NGC image
+    has it in /opt/tritonserver: bin/tritonserver and a complete backends/."""
+    wheel = wheel_triton()
+    home = tmp_path_factory.mktemp("triton_home")
+    (home / "bin").mkdir()
+    (home / "bin" / "tritonserver").symlink_to(wheel.executable)
+    (home / "backends").symlink_to(wheel.backend_directory)
+    return home
+
+
+@pytest.fixture(scope="module")
+def installed_server(
+    tmp_path_factory: pytest.TempPathFactory, triton_home: Path
+) -> Iterator[Launcher]:
+    log_path = tmp_path_factory.mktemp("installed") / "launcher.log"
+    launcher = _start(log_path, [f"--triton-home={triton_home}"])
+    try:
+        yield launcher
+    finally:
+        launcher.stop()
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def test_triton_home_serves_the_installed_layout_as_is(
+    installed_server: Launcher, triton_home: Path
+) -> None:
+    arguments = _cmdline(installed_server.tritonserver_pid)
+    assert arguments[0] == str(triton_home / "bin" / "tritonserver")
+    assert f"--backend-directory={triton_home / 'backends'}" in arguments
+
+
+def test_admin_key_is_not_on_the_launcher_command_line(installed_server: Launcher) -> None:
+    key = installed_server.admin_key
+    assert not any(key in argument for argument in _cmdline(installed_server.process.pid))
+    # Nor in tritonserver's environment, which its model stubs inherit.
+    environ = Path(f"/proc/{installed_server.tritonserver_pid}/environ").read_bytes()
+    assert key.encode() not in environ
+    # Triton 2.51 reads the key only from its own command line: the trade-off
+    # README "Security" documents. Should this fail, Triton has another way.
+    assert any(key in argument for argument in _cmdline(installed_server.tritonserver_pid))
+
+
+def _post_status(url: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, data=b"{}", headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_admin_apis_need_the_key_from_the_environment(installed_server: Launcher) -> None:
+    url = f"http://{installed_server.http_url}/v2/repository/index"
+    assert _post_status(url, {}) == 403
+    assert _post_status(url, {ADMIN_KEY_HEADER: "not-the-key"}) == 403
+    assert _post_status(url, {ADMIN_KEY_HEADER: installed_server.admin_key}) == 200
+
+
+def test_graceful_stop_waits_for_a_reload_in_progress_before_draining(
+    tmp_path: Path,
+) -> None:
+    launcher = _start(tmp_path / "launcher.log", [])
+    try:
+        launcher.wait_for_log("watchdog: watching", timeout_s=30)
+        (stub, *_) = python_stubs(launcher.tritonserver_pid)["tokenizer"]
+        os.kill(stub, signal.SIGKILL)
+        launcher.wait_for_log("reloading the model", timeout_s=30)
+        reload_running = "'tokenizer' reloaded" not in launcher.log()
+    finally:
+        exit_code = launcher.stop()  # SIGTERM while the reload (about 3 s) runs
+    log = launcher.log()
+    assert exit_code == 0, log[-4000:]
+    assert reload_running, "the reload ended before SIGTERM: nothing was tested"
+    reloaded, draining = log.find("'tokenizer' reloaded"), log.find("launcher: draining")
+    assert 0 <= reloaded < draining, log[-4000:]
+
+
+def test_model_config_name_reaches_tritonserver(triton_home: Path) -> None:
+    triton = installed_triton(triton_home)
+    assert "--model-config-name=gpu" in server_command(triton, Endpoints(), model_config_name="gpu")
+    assert not any("--model-config-name" in a for a in server_command(triton, Endpoints()))
+
+
+def test_triton_home_without_the_project_backends_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "tritonserver").touch()
+    with pytest.raises(FileNotFoundError, match="embedding_serializer"):
+        installed_triton(tmp_path)
+
+
+def test_retry_delays_double_up_to_the_cap() -> None:
+    assert list(islice(retry_delays(), 9)) == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
+    assert RETRY_MAX_S == 30
+
+
+def test_reload_backoff_waits_after_failures_and_resets_on_success() -> None:
+    backoff = ReloadBackoff()
+    assert backoff.due("tokenizer", now=0.0)
+    assert backoff.failed("tokenizer", now=0.0) == 0.5
+    assert not backoff.due("tokenizer", now=0.4) and backoff.due("tokenizer", now=0.5)
+    assert backoff.due("embedder", now=0.1)  # per model
+    assert backoff.failed("tokenizer", now=0.5) == 1
+    assert backoff.failed("tokenizer", now=1.5) == 2
+    assert not backoff.due("tokenizer", now=3.4) and backoff.due("tokenizer", now=3.5)
+    backoff.succeeded("tokenizer")
+    assert backoff.due("tokenizer", now=3.5)
+    assert backoff.failed("tokenizer", now=10.0) == 0.5

@@ -1,0 +1,92 @@
+"""The checks every first stage runs (model_common), without a server: the
+option check agrees with the serializer's messages, the token check refuses
+what an embedder must never see, and the client parses every error kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from embedding_client.errors import ERROR_KINDS, InvalidInputError
+from model_common.errors import ErrorKind, error_message
+from model_common.options import option_error
+from model_common.tokens import TokenLimits, stack_tokens, token_error
+
+DIMS = 384
+LIMITS = TokenLimits(max_length=8, max_tokens=10, vocab_size=100)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "expected"),
+    [
+        ({}, None),
+        ({"dtype": "binary", "dimensions": 64, "normalize": False, "other": 1}, None),
+        ({"dtype": "float64"}, "invalid_parameter 'dtype': unknown dtype 'float64'"),
+        ({"dtype": 8}, "invalid_parameter 'dtype': must be a string"),
+        ({"dimensions": True}, "invalid_parameter 'dimensions': must be an integer"),
+        ({"dimensions": "64"}, "invalid_parameter 'dimensions': must be an integer"),
+        ({"dimensions": 0}, "invalid_parameter 'dimensions': 0 is outside 1..384"),
+        ({"dimensions": 385}, "invalid_parameter 'dimensions': 385 is outside 1..384"),
+        ({"normalize": 1}, "invalid_parameter 'normalize': must be a boolean"),
+        ({"dtype": "ubinary", "dimensions": 12}, "must be a multiple of 8, got 12"),
+    ],
+)
+def test_option_error(parameters: dict[str, object], expected: str | None) -> None:
+    error = option_error(parameters, DIMS)
+    if expected is None:
+        assert error is None
+    else:
+        assert error is not None and expected in error
+
+
+def _tokens(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    array = np.array(ids, dtype=np.int64)
+    return array, (array != 0).astype(np.int64)
+
+
+@pytest.mark.parametrize(
+    ("ids", "expected"),
+    [
+        ([[5, 6, 0]], None),
+        ([[99]], None),
+        ([[100]], "invalid_input: token ids must lie in [0, 100), got [100, 100]"),
+        ([[-3, 4]], "invalid_input: token ids must lie in [0, 100), got [-3, 4]"),
+        ([[1] * 9], "input_too_large: INPUT_IDS rows have 9 tokens; this model takes at most 8"),
+        ([[1] * 6, [1] * 6], "input_too_large: the request has 12 tokens, over the limit of 10"),
+    ],
+)
+def test_token_error(ids: list[list[int]], expected: str | None) -> None:
+    error = token_error(*_tokens(ids), LIMITS)
+    if expected is None:
+        assert error is None
+    else:
+        assert error is not None and error.startswith(expected), error
+
+
+def test_token_error_on_no_rows() -> None:
+    empty = np.zeros((0, 3), np.int64)
+    assert token_error(empty, empty, LIMITS) == (
+        "invalid_input: INPUT_IDS is empty: send at least one row of at least one token"
+    )
+
+
+def test_token_error_on_shapes_that_disagree() -> None:
+    error = token_error(np.ones((2, 3), np.int64), np.ones((2, 4), np.int64), LIMITS)
+    assert error == (
+        "invalid_input: INPUT_IDS [2, 3] and ATTENTION_MASK [2, 4] must have the same shape"
+    )
+
+
+def test_stack_tokens_pads_each_request_to_the_longest_row() -> None:
+    input_ids, attention_mask = stack_tokens([_tokens([[1, 2, 3]]), _tokens([[4], [5]])])
+    assert input_ids.tolist() == [[1, 2, 3], [4, 0, 0], [5, 0, 0]]
+    assert attention_mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 0, 0]]
+
+
+def test_the_client_knows_every_error_kind() -> None:
+    assert set(ERROR_KINDS) == {kind.value for kind in ErrorKind}
+    for kind in ErrorKind:
+        # Triton puts its own words in front of a composing model's error.
+        message = "in ensemble 'embed', " + error_message(kind, "detail", "dtype")
+        error = InvalidInputError(message, "400")
+        assert (error.kind, error.parameter) == (kind.value, "dtype")
+    assert InvalidInputError(error_message(ErrorKind.INVALID_INPUT, "x")).parameter is None
