@@ -21,14 +21,14 @@ RUN cmake -S /src/embedding_serializer -B /build -DCMAKE_BUILD_TYPE=Release \
     && ctest --test-dir /build --output-on-failure
 
 FROM nvcr.io/nvidia/tritonserver:24.10-py3
-# The tokenizer and the ONNX embedder (the cpu profile) run in the Python
-# backend, whose stub uses the image's Python 3.10; same pins as
-# requirements/serve.txt. curl serves the health check.
+# The tokenizer and the embedders run in the Python backend, whose stub uses
+# the image's Python 3.10, with the packages of requirements/models.txt.
+# curl serves the health check.
+COPY requirements/models.txt /tmp/requirements/models.txt
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl \
     && rm -rf /var/lib/apt/lists/* \
-    && pip install --no-cache-dir --disable-pip-version-check \
-       tokenizers==0.23.3 numpy==1.26.4 onnxruntime==1.31.1
+    && pip install --no-cache-dir --disable-pip-version-check -r /tmp/requirements/models.txt
 COPY --from=serializer /build/libtriton_embedding_serializer.so \
      /opt/tritonserver/backends/embedding_serializer/libtriton_embedding_serializer.so
 # The launcher (server/: stub watchdog, graceful drain, admin key), run by the

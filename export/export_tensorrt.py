@@ -53,7 +53,7 @@ RECORD_LIMITS = ("vocab_size", "embedding_dim", "max_seq_length")
 NO_TENSORRT = (
     "TensorRT is not installed here (import tensorrt failed). The engine is built "
     "on the GPU that serves it, in the compose `export` service: "
-    "`docker compose run --rm export` (or `docker compose up`, which runs it first)."
+    "`docker compose run --rm export` (or `docker compose --profile gpu up`, which runs it first)."
 )
 
 # CUdevice_attribute values from the CUDA driver API (cuda.h).

@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -108,3 +110,14 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             os.kill(child, signal.SIGKILL)
         process.kill()
         process.wait()
+
+
+def post_status(url: str, headers: dict[str, str]) -> int:
+    """The HTTP status of an empty-JSON POST to `url`, errors included (how
+    the admin APIs answer with and without their key)."""
+    request = urllib.request.Request(url, data=b"{}", headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code

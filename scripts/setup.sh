@@ -33,11 +33,21 @@ system_packages() {
   fi
 }
 
-# venv DIR REQUIREMENTS: (re)installs when the requirements file changed.
+# FILE and the requirements files it includes (-r), recursively.
+requirement_files() {
+  local file=$1 included
+  echo "$file"
+  for included in $(sed -n 's/^-r[[:space:]]*//p' "$file"); do
+    requirement_files "$(dirname "$file")/$included"
+  done
+}
+
+# venv DIR REQUIREMENTS: (re)installs when the requirements file, or one it
+# includes, changed.
 venv() {
   local dir=$1 requirements=$2 stamp="$1/.requirements.sha256"
   local wanted
-  wanted=$(sha256sum "$requirements" | cut -d' ' -f1)
+  wanted=$(requirement_files "$requirements" | xargs cat | sha256sum | cut -d' ' -f1)
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
     return
   fi

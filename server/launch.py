@@ -65,6 +65,9 @@ EXIT_TIMEOUT_S = 30.0
 ADMIN_APIS = "model-repository,shared-memory,logging,trace"
 ADMIN_KEY_HEADER = "admin-key"
 ADMIN_KEY_VARIABLE = "TRITON_ADMIN_KEY"
+# Read by the tokenizer's admission (model_common/model_common/admission.py);
+# named here, not imported: the launcher runs on the standard library alone.
+METRICS_URL_VARIABLE = "EMBEDDING_METRICS_URL"
 
 
 @dataclass(frozen=True)
@@ -193,8 +196,11 @@ def server_command(
     ]
 
 
-def server_environment(triton: Triton) -> dict[str, str]:
+def server_environment(triton: Triton, endpoints: Endpoints) -> dict[str, str]:
     environment = dict(os.environ)
+    # The tokenizer admits work by the embedder's backlog, which it reads
+    # from this server's metrics (model_common/model_common/admission.py).
+    environment[METRICS_URL_VARIABLE] = f"http://{endpoints.host}:{endpoints.metrics_port}/metrics"
     # tritonserver has the key on its command line already; its Python-backend
     # stubs (model code) need not inherit it.
     environment.pop(ADMIN_KEY_VARIABLE, None)
@@ -281,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     # which then stops the server gracefully.
     server = subprocess.Popen(
         command,
-        env=server_environment(triton),
+        env=server_environment(triton, endpoints),
         preexec_fn=_stop_with_parent,
         start_new_session=True,
     )

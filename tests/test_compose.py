@@ -1,9 +1,11 @@
 """Structure of docker-compose.yml and the Dockerfiles it builds (no Docker
-engine here): the YAML parses, every file and path it refers to exists,
-images are pinned, and the serving containers run the launcher (its parser
-accepts their arguments), stop gracefully, take the admin key from the
-environment, expose their ports, check their health and, on the GPU, reserve
-one."""
+engine here): the YAML parses, every service belongs to a profile and the
+cpu profile needs nothing outside it, every file and path it refers to
+exists, images are pinned, and the serving containers run the launcher (its
+parser accepts their arguments), stop gracefully, take the admin key from the
+environment, publish their ports on loopback, check their health and, on the
+GPU, reserve one. The cpu profile also runs for real under Podman
+(tests/test_compose_cpu.py); the GPU services are checked here only."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from embedding_client.gateway.server import API_KEY_VARIABLE
 
 from server.launch import (
     ADMIN_KEY_VARIABLE,
@@ -26,14 +29,23 @@ from server.launch import (
     REPO_ROOT,
     SERIALIZER_BACKEND,
     SERIALIZER_FILE,
+    SERIALIZER_LIBRARY,
     argument_parser,
 )
 from server.watchdog import STOP_TIMEOUT_S
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 SERVING_PORTS = {8000, 8001, 8002}
+GATEWAY_PORT = 8080
+PROFILES = {
+    "gpu": {"onnx-export", "export", "triton", "gateway"},
+    "cpu": {"triton-cpu", "gateway-cpu"},
+    "perf": {"perf"},
+}
 GPU_SERVICES = ("export", "triton")
 SERVING_SERVICES = ("triton", "triton-cpu")
+# Each gateway and the server it fronts, in the same profile.
+GATEWAYS = {"gateway": "triton", "gateway-cpu": "triton-cpu"}
 NGC_RELEASE = "24.10"
 LAUNCHER = ["python3", "-m", "server.launch"]
 # The Python of tritonserver:24.10-py3 (Ubuntu 22.04), which runs the launcher.
@@ -109,9 +121,24 @@ def _seconds(duration: str) -> float:
     return sum(float(amount) * units[unit] for amount, unit in parts)
 
 
-def _launcher_arguments(name: str, service: dict[str, Any]) -> argparse.Namespace:
+def _command(compose: dict[str, Any], name: str) -> list[str]:
+    """The service's command: its own, or else its image's CMD."""
+    service = _services(compose)[name]
+    if "command" in service:
+        return [str(argument) for argument in service["command"]]
+    _, stage = _final_stage(_dockerfiles(compose)[name][1])
+    (cmd,) = [arguments for instruction, arguments in stage if instruction == "CMD"]
+    return cmd
+
+
+def _with_defaults(text: str) -> str:
+    """`text` with each ${VARIABLE:-default} replaced by its default."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", text)
+
+
+def _launcher_arguments(compose: dict[str, Any], name: str) -> argparse.Namespace:
     """The service's command parsed by the launcher's own argument parser."""
-    command = [str(argument) for argument in service["command"]]
+    command = _command(compose, name)
     assert command[: len(LAUNCHER)] == LAUNCHER, f"{name}: {command}"
     try:
         return argument_parser().parse_args(command[len(LAUNCHER) :])
@@ -124,13 +151,21 @@ def _bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
     return [tuple(entry.split(":")[:2]) for entry in service.get("volumes", [])]
 
 
-def test_compose_defines_the_deployment_services(compose: dict[str, Any]) -> None:
+def test_every_service_belongs_to_its_profile(compose: dict[str, Any]) -> None:
+    """A service without a profile would start with every profile:
+    `--profile cpu up` must start the CPU services alone."""
     services = _services(compose)
-    assert set(services) == {"onnx-export", "export", "triton", "triton-cpu", "perf"}
-    # `docker compose up` runs the GPU path; the others need their profile.
-    assert "profiles" not in services["triton"] and "profiles" not in services["export"]
-    assert services["triton-cpu"]["profiles"] == ["cpu"]
-    assert services["perf"]["profiles"] == ["perf"]
+    assert set(services) == set().union(*PROFILES.values())
+    for name, service in services.items():
+        expected = {profile for profile, members in PROFILES.items() if name in members}
+        assert set(service.get("profiles", [])) == expected, name
+
+
+def test_cpu_profile_needs_no_other_service(compose: dict[str, Any]) -> None:
+    """Compose refuses a dependency on a service whose profile is off."""
+    for name in PROFILES["cpu"]:
+        needed = set(_services(compose)[name].get("depends_on", {}))
+        assert needed <= PROFILES["cpu"], f"{name} depends on {needed - PROFILES['cpu']}"
 
 
 def test_every_image_is_pinned_to_a_tag(compose: dict[str, Any]) -> None:
@@ -167,7 +202,7 @@ def test_ngc_images_come_from_one_release(compose: dict[str, Any]) -> None:
 
 def test_build_contexts_dockerfiles_and_copy_sources_exist(compose: dict[str, Any]) -> None:
     built = _dockerfiles(compose)
-    assert set(built) >= {"onnx-export", "export", "triton", "triton-cpu"}
+    assert set(built) >= set(_services(compose)) - {"perf"}
     for name, (context, dockerfile) in built.items():
         assert context.is_dir(), f"{name}: build context {context} is missing"
         assert dockerfile.is_file(), f"{name}: {dockerfile} is missing"
@@ -246,7 +281,7 @@ def test_served_repositories_exist_on_the_host(compose: dict[str, Any]) -> None:
         mounts = {target: source for source, target in _bind_mounts(service)}
         repositories = [
             argument.split("=", 1)[1]
-            for argument in service["command"]
+            for argument in _command(compose, name)
             if argument.startswith("--model-repository=")
         ]
         assert len(repositories) == 2, f"{name}: expected shared + one embedder repository"
@@ -266,46 +301,108 @@ def test_gpu_config_name_selects_an_existing_config(compose: dict[str, Any]) -> 
     assert configs, "no model has a configs/gpu.pbtxt for --model-config-name=gpu"
 
 
+def _health_check(compose: dict[str, Any], name: str) -> str:
+    """The service's health check command: its own, or else its image's
+    HEALTHCHECK (which Docker and Podman run unless compose overrides it)."""
+    service = _services(compose)[name]
+    if "healthcheck" in service:
+        return " ".join(service["healthcheck"]["test"])
+    _, stage = _final_stage(_dockerfiles(compose)[name][1])
+    (check,) = [arguments for instruction, arguments in stage if instruction == "HEALTHCHECK"]
+    return " ".join(check)
+
+
 def test_serving_containers_publish_ports_and_check_readiness(compose: dict[str, Any]) -> None:
     for name in SERVING_SERVICES:
         service = _services(compose)[name]
         published = {int(str(port).split(":")[-1]) for port in service["ports"]}
         assert published == SERVING_PORTS, f"{name}: ports {published}"
-        health = " ".join(service["healthcheck"]["test"])
+        health = _health_check(compose, name)
         assert "/v2/health/ready" in health and ":8000" in health, f"{name}: {health}"
         # Docker's 64 MB /dev/shm is too small for the Python backend.
         shm = str(service["shm_size"])
         assert re.fullmatch(r"\d+gb", shm) and int(shm[:-2]) >= 1, f"{name}: shm_size {shm}"
 
 
-def test_serving_containers_run_the_launcher_on_the_image_triton(
+def test_published_ports_bind_loopback_by_default(compose: dict[str, Any]) -> None:
+    for name, service in _services(compose).items():
+        for port in service.get("ports", []):
+            address, _, _ = _with_defaults(str(port)).rpartition(":")
+            assert address.split(":")[0] == "127.0.0.1", f"{name}: {port} is open to the network"
+
+
+def _workdir_copies(stage: list[tuple[str, list[str]]]) -> tuple[str, dict[str, PurePosixPath]]:
+    """The final stage's WORKDIR, and where each COPY puts its first source
+    (`--from=<stage>:` before the sources copied from a build stage)."""
+    workdirs = [arguments[0] for instruction, arguments in stage if instruction == "WORKDIR"]
+    assert workdirs, "the final stage sets no WORKDIR"
+    copies = {}
+    for instruction, arguments in stage:
+        if instruction != "COPY":
+            continue
+        origin = "".join(f"{a}:" for a in arguments if a.startswith("--from="))
+        paths = [a for a in arguments if not a.startswith("--")]
+        copies[origin + paths[0]] = PurePosixPath(workdirs[-1], paths[-1])
+    return workdirs[-1], copies
+
+
+def test_gpu_server_runs_the_launcher_on_the_image_triton(compose: dict[str, Any]) -> None:
+    launcher = _launcher_arguments(compose, "triton")
+    assert launcher.host == "0.0.0.0", f"binds {launcher.host} in the container"
+    assert launcher.triton_home == Path("/opt/tritonserver")
+    base, stage = _final_stage(_dockerfiles(compose)["triton"][1])
+    assert base.startswith("nvcr.io/nvidia/tritonserver:"), base
+    # --triton-home uses <home>/backends as is: the serializer must be there.
+    serializer = PurePosixPath(launcher.triton_home, "backends", SERIALIZER_BACKEND)
+    workdir, copies = _workdir_copies(stage)
+    assert copies[f"--from=serializer:/build/{SERIALIZER_FILE}"] == serializer / SERIALIZER_FILE
+    # `python3 -m server.launch` imports server/ from the working folder.
+    assert copies["server"] == PurePosixPath(workdir, "server"), copies
+
+
+def test_cpu_server_runs_the_launcher_on_the_wheel_triton_as_non_root(
     compose: dict[str, Any],
 ) -> None:
-    for name in SERVING_SERVICES:
-        service = _services(compose)[name]
-        launcher = _launcher_arguments(name, service)
-        assert launcher.host == "0.0.0.0", f"{name}: binds {launcher.host} in the container"
-        assert launcher.triton_home == Path("/opt/tritonserver"), name
-        base, stage = _final_stage(_dockerfiles(compose)[name][1])
-        assert base.startswith("nvcr.io/nvidia/tritonserver:"), base
-        # --triton-home uses <home>/backends as is: the serializer must be there.
-        serializer = PurePosixPath(launcher.triton_home, "backends", SERIALIZER_BACKEND)
-        copied = {
-            PurePosixPath(arguments[-1])
-            for instruction, arguments in stage
-            if instruction == "COPY" and "--from=serializer" in arguments
-        }
-        assert serializer / SERIALIZER_FILE in copied, f"{name}: {copied}"
-        # `python3 -m server.launch` imports server/ from the working folder.
-        workdirs = [arguments[0] for instruction, arguments in stage if instruction == "WORKDIR"]
-        assert workdirs, f"{name}: the final stage sets no WORKDIR"
-        destinations = [
-            PurePosixPath(workdirs[-1], arguments[-1])
-            for instruction, arguments in stage
-            if instruction == "COPY"
-            and [a for a in arguments if not a.startswith("--")][0] == "server"
-        ]
-        assert destinations == [PurePosixPath(workdirs[-1], "server")], destinations
+    launcher = _launcher_arguments(compose, "triton-cpu")
+    assert launcher.host == "0.0.0.0", f"binds {launcher.host} in the container"
+    assert launcher.triton_home is None, "the CPU image has the wheel's Triton, not NGC's"
+    base, stage = _final_stage(_dockerfiles(compose)["triton-cpu"][1])
+    assert re.fullmatch(r"debian:bookworm-slim", base), base
+    # The working folder is the launcher's REPO_ROOT: server/ beside build/,
+    # where it finds the serializer.
+    workdir, copies = _workdir_copies(stage)
+    assert copies["server"] == PurePosixPath(workdir, "server"), copies
+    serializer = PurePosixPath(workdir, SERIALIZER_LIBRARY.relative_to(REPO_ROOT).as_posix())
+    assert copies[f"--from=serializer:/build/{SERIALIZER_FILE}"] == serializer, copies
+    # The backend folder's links are made at build time, before USER: the
+    # non-root server then writes nothing under REPO_ROOT.
+    instructions = [instruction for instruction, _ in stage]
+    prepared = [
+        i
+        for i, (instruction, arguments) in enumerate(stage)
+        if instruction == "RUN" and "wheel_triton()" in " ".join(arguments)
+    ]
+    users = [arguments[0] for instruction, arguments in stage if instruction == "USER"]
+    assert prepared and users and users[-1] not in ("root", "0"), users
+    assert prepared[-1] < instructions.index("USER")
+
+
+def test_cpu_image_keeps_build_tools_and_secrets_out(compose: dict[str, Any]) -> None:
+    """Multi-stage: compilers and pip's build backends stay in the build
+    stages; the CA bundle for pip is a build secret, never a layer."""
+    dockerfile = _dockerfiles(compose)["triton-cpu"][1]
+    _, stage = _final_stage(dockerfile)
+    final_runs = " ".join(
+        " ".join(arguments) for instruction, arguments in stage if instruction == "RUN"
+    )
+    for tool in ("cmake", "g++", "make", "python3-venv", "pip install"):
+        assert not re.search(rf"(^|\s){re.escape(tool)}(\s|$)", final_runs), tool
+    instructions = _instructions(dockerfile)
+    for instruction, arguments in instructions:
+        if instruction in ("COPY", "ADD"):
+            assert not any(a.endswith((".crt", ".pem")) for a in arguments), arguments
+        if instruction == "RUN" and "pip install" in " ".join(arguments):
+            assert "--mount=type=secret,id=ca-certificates" in arguments, arguments
 
 
 def test_the_launcher_runs_on_the_image_python() -> None:
@@ -354,7 +451,7 @@ def test_admin_key_reaches_the_launcher_through_the_environment(
         value = service["environment"][ADMIN_KEY_VARIABLE]
         # Required, no default: compose stops with the message when it is unset.
         assert re.fullmatch(rf"\$\{{{ADMIN_KEY_VARIABLE}:\?[^}}]+\}}", value), value
-        command = " ".join(str(argument) for argument in service["command"])
+        command = " ".join(_command(compose, name))
         assert "admin-key" not in command and "restricted" not in command, command
 
 
@@ -367,7 +464,50 @@ def test_gpu_services_reserve_a_gpu_and_the_cpu_server_does_not(
         assert any(
             device["driver"] == "nvidia" and "gpu" in device["capabilities"] for device in devices
         ), f"{name}: no NVIDIA GPU reservation"
-    assert "deploy" not in services["triton-cpu"]
+    for name in PROFILES["cpu"]:
+        assert "deploy" not in services[name], name
+
+
+def test_ulimits_set_nofile_and_nproc_and_leave_memlock_to_the_gpu(
+    compose: dict[str, Any],
+) -> None:
+    """A service's own ulimits replace Podman's default_ulimits, so one that
+    sets any sets nofile and nproc too. Unlimited memlock is for CUDA's pinned
+    memory; hosts may cap it (8 MiB hard here), so the CPU services leave it."""
+    for name, service in _services(compose).items():
+        ulimits = service.get("ulimits")
+        if ulimits:
+            assert {"nofile", "nproc"} <= set(ulimits), f"{name}: {sorted(ulimits)}"
+    assert _services(compose)["triton"]["ulimits"]["memlock"] == -1
+    for name in PROFILES["cpu"]:
+        assert "memlock" not in _services(compose)[name].get("ulimits", {}), name
+
+
+def test_gateways_front_the_server_of_their_profile(compose: dict[str, Any]) -> None:
+    services = _services(compose)
+    for name, server in GATEWAYS.items():
+        gateway = services[name]
+        assert gateway["profiles"] == services[server]["profiles"], name
+        assert gateway["depends_on"][server]["condition"] == "service_healthy", name
+        command = _command(compose, name)
+        assert command[0] == "embedding-gateway", command
+        options = dict(argument.split("=", 1) for argument in command[1:])
+        assert options["--triton-url"] == f"{server}:8001", options
+        assert options["--host"] == "0.0.0.0", options
+        assert int(_with_defaults(str(gateway["ports"][0])).split(":")[-1]) == GATEWAY_PORT
+        assert options["--port"] == str(GATEWAY_PORT), options
+        # The tokenizer.json is the export's, in a mounted model repository.
+        tokenizer = options["--tokenizer"]
+        mount = next(
+            (source, target)
+            for source, target in _bind_mounts(gateway)
+            if tokenizer.startswith(target + "/")
+        )
+        assert (REPO_ROOT / mount[0] / tokenizer[len(mount[1]) + 1 :]).parent.is_dir(), tokenizer
+        assert "/health/ready" in _health_check(compose, name), name
+        assert f":{GATEWAY_PORT}" in _health_check(compose, name), name
+        # Optional: empty leaves the gateway open, as fits a loopback port.
+        assert gateway["environment"][API_KEY_VARIABLE] == f"${{{API_KEY_VARIABLE}:-}}"
 
 
 def test_perf_service_sweeps_the_gpu_server(compose: dict[str, Any]) -> None:

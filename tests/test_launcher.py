@@ -12,8 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -22,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.ports import StartError, free_loopback_ports, wait_until_ready
+from harness.server import post_status
 from server.health import child_pids, python_stubs, server_ready
 from server.launch import (
     ADMIN_KEY_HEADER,
@@ -157,20 +156,11 @@ def test_admin_key_is_not_on_the_launcher_command_line(installed_server: Launche
     assert any(key in argument for argument in _cmdline(installed_server.tritonserver_pid))
 
 
-def _post_status(url: str, headers: dict[str, str]) -> int:
-    request = urllib.request.Request(url, data=b"{}", headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return reply.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
 def test_admin_apis_need_the_key_from_the_environment(installed_server: Launcher) -> None:
     url = f"http://{installed_server.http_url}/v2/repository/index"
-    assert _post_status(url, {}) == 403
-    assert _post_status(url, {ADMIN_KEY_HEADER: "not-the-key"}) == 403
-    assert _post_status(url, {ADMIN_KEY_HEADER: installed_server.admin_key}) == 200
+    assert post_status(url, {}) == 403
+    assert post_status(url, {ADMIN_KEY_HEADER: "not-the-key"}) == 403
+    assert post_status(url, {ADMIN_KEY_HEADER: installed_server.admin_key}) == 200
 
 
 def test_graceful_stop_waits_for_a_reload_in_progress_before_draining(

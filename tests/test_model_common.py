@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from embedding_client.errors import ERROR_KINDS, InvalidInputError
+from model_common.admission import pending_requests
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
 from model_common.tokens import TokenLimits, stack_tokens, token_error
@@ -90,3 +91,17 @@ def test_the_client_knows_every_error_kind() -> None:
         error = InvalidInputError(message, "400")
         assert (error.kind, error.parameter) == (kind.value, "dtype")
     assert InvalidInputError(error_message(ErrorKind.INVALID_INPUT, "x")).parameter is None
+
+
+def test_pending_requests_reads_the_models_gauge_over_its_versions() -> None:
+    metrics = "\n".join(
+        [
+            "# TYPE nv_inference_pending_request_count gauge",
+            'nv_inference_pending_request_count{model="embed",version="1"} 7',
+            'nv_inference_pending_request_count{model="embedder",version="1"} 12',
+            'nv_inference_pending_request_count{model="embedder",version="2"} 3',
+            'nv_inference_queue_duration_us{model="embedder",version="1"} 99',
+        ]
+    )
+    assert pending_requests(metrics, "embedder") == 15
+    assert pending_requests(metrics, "tokenizer") == 0

@@ -1,18 +1,22 @@
 """Triton Python model: UTF-8 texts -> token ids and attention masks.
 
 The first stage of `embed`: a request with a bad output option or a bad
-text is refused here, before any tokenizing. One batch-encode call per
-execute covers every request Triton merged; each request's rows are then
-padded to that request's longest text only.
+text is refused here, before any tokenizing, and good ones are tokenized
+only once the embedder has room for them (model_common.admission), so that
+under overload requests wait, or are refused, untokenized. One batch-encode
+call per execute covers every request Triton merged; each request's rows are
+then padded to that request's longest text only.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from model_common.admission import METRICS_URL_VARIABLE, BacklogGate
 from model_common.errors import ErrorKind, error_message
 from model_common.record import ExportRecord
 from model_common.triton import invalid, option_check
@@ -81,6 +85,15 @@ class TritonPythonModel:
         self._max_text_bytes = int(parameters["max_text_bytes"]["string_value"])
         if not self._truncate:
             self._tokenizer.no_truncation()
+        metrics_url = os.environ.get(METRICS_URL_VARIABLE)
+        if not metrics_url:
+            raise pb_utils.TritonModelException(
+                f"{METRICS_URL_VARIABLE} is not set: start the server with server/launch.py, "
+                "which names its metrics endpoint there"
+            )
+        self._gate = BacklogGate(
+            metrics_url, "embedder", int(parameters["max_embedder_backlog"]["string_value"])
+        )
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
@@ -90,6 +103,8 @@ class TritonPythonModel:
             for request in requests
         ]
         texts = [text for item in decoded if isinstance(item, list) for text in item]
+        if texts:
+            self._admit()
         encodings = self._tokenizer.encode_batch_fast(texts) if texts else []
 
         responses = []
@@ -102,6 +117,14 @@ class TritonPythonModel:
             offset += len(item)
             responses.append(self._respond(own))
         return responses
+
+    def _admit(self) -> None:
+        """Holds this execute until the embedder has room. Unreadable metrics
+        admit at once: a slower refusal beats a stalled pipeline."""
+        try:
+            self._gate.wait()
+        except OSError as error:
+            pb_utils.Logger.log_warn(f"admission: cannot read the embedder's backlog ({error})")
 
     def _respond(self, encodings: list[Encoding]) -> pb_utils.InferenceResponse:
         if not self._truncate:

@@ -1,0 +1,249 @@
+"""docker-compose.yml's cpu profile for real, under Podman: the CPU image
+(docker/cpu.Dockerfile) built from this checkout, `podman-compose --profile
+cpu up -d`, then, through the containers' published loopback ports, the
+held-out parity check against sentence-transformers (gRPC and HTTP), one
+request through the gateway service, a bad request, and `podman-compose
+down` with requests in flight, which the launcher's drain inside the
+container must answer.
+
+Podman, runc, debootstrap and podman-compose are installed where missing
+(scripts/install_podman.sh); the test is skipped, with the reason, only where
+that cannot be done (not root, or no apt-get). No registry is reachable on
+the machines this runs on, so where Podman lacks the Debian base image the
+Dockerfile names, debootstrap builds that release offline and it is tagged
+with the name a pull would give (harness.compose.prepare_base_image): it
+replaces the registry pull, nothing else. The model repository is the
+host's, exported by scripts/setup.sh and mounted read-only, as compose does.
+Containers, pod, network and volumes are removed at the end; the images stay
+as the next build's cache, as build/ keeps the host's builds."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import openai
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_raw
+from tritonclient.utils import InferenceServerException
+
+from harness.compose import (
+    GATEWAY,
+    PROFILE,
+    SERVER,
+    ComposeStack,
+    build_image,
+    compose_file,
+    install_tools,
+    podman_environment,
+    prepare_base_image,
+    running_stack,
+    unavailable_reason,
+)
+from harness.priority import BULK
+from harness.requests import text_inputs
+from harness.server import post_status
+from server.health import child_pids
+from server.launch import ADMIN_KEY_HEADER, REPO_ROOT
+
+pytestmark = pytest.mark.container
+
+DIMS = 384
+MODEL = "all-MiniLM-L6-v2"
+# The drain: bulk requests of long texts (truncated at 256 tokens), about
+# 3 s of work on 2 cores, so that many are still in flight when the server's
+# container gets SIGTERM.
+IN_FLIGHT = 16
+TEXTS_PER_REQUEST = 4
+FIRST_ANSWER_TIMEOUT_S = 60.0
+CLIENT_TIMEOUT_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    workdir = tmp_path_factory.mktemp("compose_cpu")
+    env = podman_environment(workdir)
+    service = compose_file()["services"][SERVER]
+    dockerfile = REPO_ROOT / service["build"]["context"] / service["build"]["dockerfile"]
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+
+    def lap(step: str) -> None:
+        nonlocal started
+        timings[step] = round(time.monotonic() - started, 1)
+        started = time.monotonic()
+
+    install_tools(env, workdir / "install.log")
+    lap("tools")
+    made = prepare_base_image(dockerfile, env, workdir, workdir / "base.log")
+    lap("base image (debootstrap)" if made else "base image (present)")
+    build_image(service, env, workdir / "build.log")
+    lap("image build")
+    with running_stack(env, workdir) as running:
+        lap("up until ready")
+        yield running
+    lap("rest")
+    # Shown with -s, or -rA; the logs stay in workdir.
+    print(f"compose cpu profile: {json.dumps(timings)}; logs in {workdir}")
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_held_out_texts_match_sentence_transformers(
+    stack: ComposeStack, reference_embeddings: np.ndarray, protocol: str
+) -> None:
+    client: Client = (
+        grpcclient.InferenceServerClient(stack.grpc_url)
+        if protocol == "grpc"
+        else httpclient.InferenceServerClient(stack.http_url)
+    )
+    rows = embed_raw(client, SAMPLE_TEXTS)
+    assert rows.shape == (len(SAMPLE_TEXTS), DIMS * 4)
+    vectors = np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(SAMPLE_TEXTS), DIMS)
+    cosines = np.sum(vectors * reference_embeddings, axis=1)
+    assert cosines.min() >= 0.9999, dict(zip(SAMPLE_TEXTS, cosines.tolist(), strict=True))
+
+
+def test_cpu_profile_starts_its_services_alone(stack: ComposeStack) -> None:
+    services = stack.podman(
+        "ps",
+        "--filter",
+        f"label=io.podman.compose.project={stack.project}",
+        "--format",
+        '{{index .Labels "io.podman.compose.service"}}',
+    ).split()
+    profile = {
+        name
+        for name, service in compose_file()["services"].items()
+        if PROFILE in service.get("profiles", [])
+    }
+    assert sorted(services) == sorted(profile) == sorted([SERVER, GATEWAY]), services
+
+
+def _container_processes(stack: ComposeStack, service: str) -> dict[int, tuple[int, str]]:
+    """pid -> (uid, name) of every process in the service's container, read
+    from the host's /proc: rootful Podman maps no user ids."""
+    inspected = json.loads(
+        stack.podman("inspect", "--format", "{{json .State.Pid}}", stack.containers[service])
+    )
+    pending, processes = [int(inspected)], {}
+    while pending:
+        pid = pending.pop()
+        proc = Path(f"/proc/{pid}")
+        processes[pid] = (proc.stat().st_uid, (proc / "comm").read_text().strip())
+        pending.extend(child_pids(pid))
+    return processes
+
+
+def test_server_runs_as_a_non_root_user_on_loopback_ports_with_the_admin_key(
+    stack: ComposeStack,
+) -> None:
+    processes = _container_processes(stack, SERVER)
+    names = {name for _, name in processes.values()}
+    assert {"tritonserver", "triton_python_b"} <= names, names  # comm is cut at 15 characters
+    assert all(uid != 0 for uid, _ in processes.values()), processes
+    for service in (SERVER, GATEWAY):
+        published = stack.podman("port", stack.containers[service]).split()
+        addresses = {entry.rsplit(":", 1)[0] for entry in published if ":" in entry}
+        assert addresses == {"127.0.0.1"}, published
+    index = f"http://{stack.http_url}/v2/repository/index"
+    assert post_status(index, {}) == 403
+    assert post_status(index, {ADMIN_KEY_HEADER: stack.admin_key}) == 200
+
+
+def test_health_checks_pass(stack: ComposeStack) -> None:
+    """The image's HEALTHCHECK and the gateway's, run once each (Podman runs
+    no health-check timers without systemd): an unhealthy one exits 1."""
+    for service in (SERVER, GATEWAY):
+        stack.podman("healthcheck", "run", stack.containers[service])
+
+
+def test_gateway_service_answers_an_openai_request(
+    stack: ComposeStack, reference_embeddings: np.ndarray
+) -> None:
+    # OpenAI rejects empty strings.
+    kept = [index for index, text in enumerate(SAMPLE_TEXTS) if text]
+    sdk = openai.OpenAI(
+        base_url=f"{stack.gateway_url}/v1", api_key=stack.gateway_key, max_retries=0
+    )
+    response = sdk.embeddings.create(model=MODEL, input=[SAMPLE_TEXTS[i] for i in kept])
+    vectors = np.array([item.embedding for item in response.data], dtype=np.float32)
+    cosines = np.sum(vectors * reference_embeddings[kept], axis=1)
+    assert cosines.min() >= 0.9999, cosines.tolist()
+
+
+def test_bad_option_is_invalid_arg(stack: ComposeStack) -> None:
+    client = grpcclient.InferenceServerClient(stack.grpc_url)
+    with pytest.raises(InferenceServerException) as raised:
+        client.infer("embed", text_inputs(grpcclient, ["text"]), parameters={"dimensions": 999})
+    assert raised.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "invalid_parameter 'dimensions'" in raised.value.message()
+
+
+def _tokenizer_answers(stack: ComposeStack) -> int:
+    client = grpcclient.InferenceServerClient(stack.grpc_url)
+    (stats,) = client.get_inference_statistics("tokenizer", as_json=True)["model_stats"]
+    return int(stats["inference_stats"].get("success", {}).get("count", 0))
+
+
+def _logged_at(log: str, message: str) -> float:
+    """The time stamp (Unix time) podman logs --timestamps put before the
+    first line holding `message`."""
+    match = re.search(rf"^(\S+)\.(\d+)(\S*) .*{re.escape(message)}", log, re.M)
+    assert match, f"{message!r} not in the container's log:\n{log[-4000:]}"
+    # Python 3.11 reads at most microseconds.
+    return datetime.fromisoformat(f"{match[1]}.{match[2][:6]}{match[3]}").timestamp()
+
+
+def test_down_answers_the_requests_in_flight(stack: ComposeStack) -> None:
+    """Runs last: `podman-compose down` while bulk requests are in flight.
+    The launcher in the server's container drains (ensembles unloaded, those
+    in flight finished) before tritonserver stops, so every request is
+    answered, some of them after the drain began, and the container stops on
+    its own within stop_grace_period."""
+    texts = [f"{index}. {LONG_TEXT}" for index in range(TEXTS_PER_REQUEST)]
+
+    def call() -> tuple[str, float]:
+        client = grpcclient.InferenceServerClient(stack.grpc_url)
+        try:
+            client.infer(
+                "embed",
+                text_inputs(grpcclient, texts),
+                priority=BULK,
+                client_timeout=CLIENT_TIMEOUT_S,
+            )
+        except InferenceServerException as error:
+            return str(error.status()), time.time()
+        return "OK", time.time()
+
+    before = _tokenizer_answers(stack)
+    with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+        futures = [pool.submit(call) for _ in range(IN_FLIGHT)]
+        deadline = time.monotonic() + FIRST_ANSWER_TIMEOUT_S
+        while _tokenizer_answers(stack) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        stack.down()
+        down_s = time.monotonic() - started
+        outcomes = [future.result() for future in futures]
+
+    statuses = [status for status, _ in outcomes]
+    assert statuses == ["OK"] * IN_FLIGHT, statuses
+    log = stack.log_path(SERVER).read_text(errors="replace")
+    draining = _logged_at(log, "launcher: draining")
+    _logged_at(log, "launcher: stopping tritonserver")
+    after = sum(answered > draining for _, answered in outcomes)
+    assert after > 0, "every request finished before the drain began: nothing was tested"
+    grace = compose_file()["services"][SERVER]["stop_grace_period"]
+    assert down_s < float(grace.removesuffix("s")), f"down took {down_s:.1f} s: killed?"
+    assert not stack.labelled("container") and not stack.labelled("network")
