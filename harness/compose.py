@@ -15,8 +15,6 @@ import os
 import re
 import secrets
 import subprocess
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from typing import Any
 import yaml
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
-from harness.ports import StartError, free_loopback_ports, wait_until_ready
+from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
 from server.health import server_ready
 from server.launch import ADMIN_KEY_VARIABLE, REPO_ROOT
 
@@ -375,11 +373,7 @@ class ComposeStack:
         )
 
     def gateway_ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.gateway_url}/health/ready", timeout=2) as reply:
-                return reply.status == 200
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
+        return answers_ok(f"{self.gateway_url}/health/ready")
 
     def down(self) -> None:
         """`podman-compose down`: stops the containers (SIGTERM, then

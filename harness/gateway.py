@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,7 +13,7 @@ from pathlib import Path
 
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
-from harness.ports import StartError, free_loopback_port, wait_until_ready
+from harness.ports import StartError, answers_ok, free_loopback_port, wait_until_ready
 
 STARTUP_TIMEOUT_S = 30.0
 SHUTDOWN_TIMEOUT_S = 10.0
@@ -37,11 +35,7 @@ class RunningGateway:
         return f"{self.url}/v1"
 
     def is_live(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/health/live", timeout=2) as reply:
-                return reply.status == 200
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return False
+        return answers_ok(f"{self.url}/health/live")
 
 
 @contextmanager

@@ -7,6 +7,8 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -53,3 +55,12 @@ def wait_until_ready(
             tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
             raise error(f"{what} did not become ready ({why}); log {log_path}:\n{tail}")
         time.sleep(interval_s)
+
+
+def answers_ok(url: str) -> bool:
+    """Whether a GET of `url` answers 200 within 2 s (a health endpoint)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
