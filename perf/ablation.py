@@ -30,7 +30,12 @@ from harness.server import running_server
 from perf.perf_analyzer import Measurement, PerfAnalyzerError, run_perf_analyzer
 from perf.sweep import Windows
 from perf.workloads import Workload, write_text_input_data, write_token_input_data
-from server.launch import DEFAULT_REPOSITORIES, ONNX_MODEL_DIR, SHARED_REPOSITORY, TOKENIZER_JSON
+from server.launch import (
+    ONNX_MODEL_DIR,
+    ONNX_RUNTIME_REPOSITORIES,
+    SHARED_REPOSITORY,
+    TOKENIZER_JSON,
+)
 
 ABLATION_REPOSITORY = Path(__file__).resolve().parent / "ablation_repository"
 NAIVE_MODELS = ("naive_json", "naive_float", "naive_bytes")
@@ -129,10 +134,12 @@ def step_repositories(workdir: Path, cores: int) -> dict[str, Sequence[Path]]:
         "naive": [naive_repository(workdir / "naive")],
         "one_instance": [
             repository_variant(
-                workdir / "one_instance", {"embedder": one_instance_all_cores(cores)}
+                workdir / "one_instance",
+                {"embedder": one_instance_all_cores(cores)},
+                ONNX_RUNTIME_REPOSITORIES,
             )
         ],
-        "shipped": DEFAULT_REPOSITORIES,
+        "shipped": ONNX_RUNTIME_REPOSITORIES,
     }
 
 

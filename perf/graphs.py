@@ -49,7 +49,7 @@ from perf.perf_analyzer import (
 )
 from perf.sweep import Target, input_data
 from perf.workloads import Kind, Workload, texts, workload
-from server.launch import DEFAULT_REPOSITORIES, REPO_ROOT
+from server.launch import ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
 
 GraphKind = Literal["plain", "fused", "int8"]
 GRAPH_KINDS: tuple[GraphKind, ...] = ("plain", "fused", "int8")
@@ -234,7 +234,7 @@ def compare_graphs(
 def serving_repository(graph: Graph, target: Path) -> Path:
     """A merged repository (harness.repository.repository_variant) whose embedder loads this
     graph; pass `[returned path]` as the server's repositories."""
-    variant = repository_variant(target, {}, DEFAULT_REPOSITORIES)
+    variant = repository_variant(target, {}, ONNX_RUNTIME_REPOSITORIES)
     for name in ("model.onnx", "export.json"):
         link = variant / "embedder" / "1" / name
         link.unlink()

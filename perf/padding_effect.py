@@ -37,7 +37,7 @@ from harness.load import closed_loop, percentile_ms, request_texts, short_texts
 from harness.priority import BULK
 from harness.repository import repository_variant, set_parameter
 from harness.server import RunningServer, running_server
-from server.launch import DEFAULT_REPOSITORIES, ONNX_MODEL_DIR, TOKENIZER_JSON
+from server.launch import ONNX_MODEL_DIR, ONNX_RUNTIME_REPOSITORIES, TOKENIZER_JSON
 
 WARMUP_S = 3.0
 
@@ -139,16 +139,19 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="padding_effect_") as workdir:
         schemes = {
-            "shipped: ragged batching, length-sorted groups of <= rows_per_run": DEFAULT_REPOSITORIES,
+            "shipped: ragged batching, length-sorted groups of <= rows_per_run": ONNX_RUNTIME_REPOSITORIES,
             "without ragged batching (equal shapes merge only)": [
                 repository_variant(
-                    Path(workdir) / "no_ragged", {"embedder": without_ragged_batching}
+                    Path(workdir) / "no_ragged",
+                    {"embedder": without_ragged_batching},
+                    ONNX_RUNTIME_REPOSITORIES,
                 )
             ],
             "ragged batching, one run per execute (pad to longest)": [
                 repository_variant(
                     Path(workdir) / "one_run",
                     {"embedder": set_parameter("rows_per_run", "1000000")},
+                    ONNX_RUNTIME_REPOSITORIES,
                 )
             ],
         }

@@ -2,8 +2,9 @@
 documentation text Python's standard library carries in pydoc_data), and
 their perf_analyzer `--input-data` files.
 
-Short texts hold about 50 tokens, long ones about 512 (both counting
-[CLS] and [SEP], by the model's own tokenizer.json). The default model keeps
+Queries hold 8-14 tokens (search queries, titles: most real embedding
+traffic), short texts about 50, long ones about 512 (all counting [CLS] and
+[SEP], by the model's own tokenizer.json). The default model keeps
 only the first 256 tokens of a long text, so a workload records both counts:
 `mean_tokens` (what the model computes on) and `mean_untruncated_tokens`.
 
@@ -27,8 +28,8 @@ from tokenizers import Tokenizer
 
 from server.launch import TOKENIZER_JSON
 
-Kind = Literal["short", "long"]
-TARGET_TOKENS: dict[Kind, int] = {"short": 50, "long": 512}
+Kind = Literal["query", "short", "long"]
+TARGET_TOKENS: dict[Kind, int] = {"query": 14, "short": 50, "long": 512}
 SPECIAL_TOKENS = 2  # [CLS] and [SEP]
 DEFAULT_REQUESTS = 32
 

@@ -73,9 +73,21 @@ export_model() {
   for file in "${written[@]}"; do
     [ -f "$repository/$file" ] || missing=1
   done
+  if [ "$missing" = 1 ]; then
+    log "exporting the default model (all-MiniLM-L6-v2) to ONNX"
+    .venv-export/bin/python export/export_onnx.py --repository "$repository"
+    # The IR was converted from the graph just replaced.
+    rm -f "$repository/openvino_cpu/embedder/1/export.json"
+  fi
+  local converted=(openvino_cpu/embedder/1/model.xml openvino_cpu/embedder/1/model.bin
+    openvino_cpu/embedder/1/export.json)
+  missing=0
+  for file in "${converted[@]}"; do
+    [ -f "$repository/$file" ] || missing=1
+  done
   [ "$missing" = 1 ] || return 0
-  log "exporting the default model (all-MiniLM-L6-v2) to ONNX"
-  .venv-export/bin/python export/export_onnx.py --repository "$repository"
+  log "converting the ONNX graph to OpenVINO IR (checked in the precision it serves in)"
+  .venv-export/bin/python export/export_openvino.py --repository "$repository"
 }
 
 system_packages

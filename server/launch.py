@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -47,7 +48,30 @@ MODEL_REPOSITORY = REPO_ROOT / "model_repository"
 # folder, and a server gets the shared folder plus one of them.
 SHARED_REPOSITORY = MODEL_REPOSITORY / "shared"
 ONNX_CPU_REPOSITORY = MODEL_REPOSITORY / "onnx_cpu"
-DEFAULT_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)
+OPENVINO_CPU_REPOSITORY = MODEL_REPOSITORY / "openvino_cpu"
+
+
+def default_cpu_embedder() -> Path:
+    """The CPU embedder folder to serve: OpenVINO where its export measured
+    it faster than ONNX Runtime on this machine at the cosine bar
+    (export/export_openvino.py), ONNX Runtime otherwise."""
+    record = OPENVINO_CPU_REPOSITORY / "embedder" / "1" / "export.json"
+    if (
+        not record.exists()
+        or not (OPENVINO_CPU_REPOSITORY / "embedder" / "1" / "model.xml").exists()
+    ):
+        return ONNX_CPU_REPOSITORY
+    openvino = json.loads(record.read_text()).get("openvino", {})
+    return (
+        OPENVINO_CPU_REPOSITORY
+        if openvino.get("faster_engine") == "openvino"
+        else ONNX_CPU_REPOSITORY
+    )
+
+
+DEFAULT_REPOSITORIES = (SHARED_REPOSITORY, default_cpu_embedder())
+# The ONNX Runtime deployment, which perf/report.py and its parts analyse.
+ONNX_RUNTIME_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)
 TOKENIZER_JSON = SHARED_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
 ONNX_MODEL_DIR = ONNX_CPU_REPOSITORY / "embedder" / "1"
 SERIALIZER_BACKEND = "embedding_serializer"

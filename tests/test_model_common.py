@@ -4,12 +4,15 @@ what an embedder must never see, and the client parses every error kind."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 from embedding_client.errors import ERROR_KINDS, InvalidInputError
 from model_common.admission import pending_requests
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
+from model_common.rows import Embeddings, embed_in_groups, length_groups
 from model_common.tokens import TokenLimits, stack_tokens, token_error
 
 DIMS = 384
@@ -105,3 +108,49 @@ def test_pending_requests_reads_the_models_gauge_over_its_versions() -> None:
     )
     assert pending_requests(metrics, "embedder") == 15
     assert pending_requests(metrics, "tokenizer") == 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "rows_per_run", "parallel_runs", "sizes"),
+    [
+        (8, 16, 1, [8]),
+        (8, 16, 2, [4, 4]),
+        (1, 16, 2, [1]),
+        (40, 16, 2, [14, 13, 13]),
+        (3, 2, 4, [1, 1, 1]),
+    ],
+)
+def test_length_groups_cut_equal_groups_within_bounds(
+    rows: int, rows_per_run: int, parallel_runs: int, sizes: list[int]
+) -> None:
+    lengths = np.arange(rows)[::-1] % 7 + 1
+    groups = length_groups(lengths, rows_per_run, parallel_runs)
+    assert [len(group) for group in groups] == sizes
+    order = np.concatenate(groups)
+    assert sorted(order.tolist()) == list(range(rows))
+    # Each group holds rows no longer than the next group's.
+    assert list(lengths[order]) == sorted(lengths)
+
+
+def test_embed_in_groups_trims_each_group_and_keeps_row_order() -> None:
+    ids = np.array([[1, 2, 3, 0], [4, 0, 0, 0], [5, 6, 0, 0], [7, 8, 9, 10]], np.int64)
+    mask = (ids != 0).astype(np.int64)
+    seen: list[tuple[int, ...]] = []
+
+    def run_groups(groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[Embeddings]:
+        out = []
+        for group_ids, group_mask in groups:
+            seen.append(group_ids.shape)
+            # A row's "embedding" is its first id; its norm its real length.
+            out.append(
+                (
+                    np.repeat(group_ids[:, :1], 2, axis=1).astype(np.float32),
+                    group_mask.sum(axis=1, keepdims=True).astype(np.float32),
+                )
+            )
+        return out
+
+    embedding, norm = embed_in_groups(ids, mask, 2, 2, 2, run_groups)
+    assert seen == [(2, 2), (2, 4)]  # [4], [5, 6] then [1, 2, 3], [7..10]
+    np.testing.assert_array_equal(embedding[:, 0], [1, 4, 5, 7])
+    np.testing.assert_array_equal(norm[:, 0], [3, 1, 2, 4])

@@ -51,6 +51,11 @@ def test_texts_repeat_past_the_end_of_the_prose() -> None:
     assert many[distinct:] == many[: 400 - distinct]
 
 
+def test_queries_hold_8_to_16_tokens() -> None:
+    counts = token_counts(texts("query", 1000), truncate=False)
+    assert all(8 <= count <= 16 for count in counts), (min(counts), max(counts))
+
+
 def test_short_texts_hold_about_50_tokens() -> None:
     counts = token_counts(texts("short", 1000), truncate=False)
     assert all(44 <= count <= 50 for count in counts), (min(counts), max(counts))

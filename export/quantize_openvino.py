@@ -1,0 +1,124 @@
+"""Quantize the OpenVINO embedder to int8 with NNCF's post-training quantization (opt-in).
+
+Reads the float IR that export/export_openvino.py wrote (<source>/openvino_cpu/embedder/1/
+model.xml and its export.json), calibrates NNCF's post-training quantization on texts from a
+file (one text per line; perf/cpu_engines.py writes real prose from perf/workloads.py), checks
+the result in the precision the float IR serves in against sentence-transformers on the export's
+check texts (min cosine >= 0.99: int8 embeddings are an opt-in trade), and writes a complete
+embedder folder, config included, into <target>/openvino_cpu/embedder/. Serve it in place of the
+default with `--model-repository model_repository/shared --model-repository
+<target>/openvino_cpu`; the default embedder is never replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import nncf
+import openvino as ov
+from export_onnx import (
+    CHECK_TEXTS,
+    default_model_dir,
+    l2_normalize,
+    load_sentence_transformer,
+    load_tokenizer,
+    pad_batch,
+    read_json,
+    read_model_spec,
+    write_atomically,
+)
+from export_openvino import compile_for, min_cosine
+
+MIN_COSINE = 0.99
+CALIBRATION_BATCH = 8
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calibration-texts", type=Path, required=True, help="one text per line")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "model_repository",
+        help="repository root holding openvino_cpu/ (default: %(default)s)",
+    )
+    parser.add_argument("--target", type=Path, required=True, help="repository root to write")
+    parser.add_argument("--model-dir", type=Path, default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    source = args.source.resolve() / "openvino_cpu" / "embedder"
+    record: dict[str, Any] = read_json(source / "1" / "export.json")
+    precision = str(record["openvino"]["precision"])
+    model_dir = (args.model_dir or default_model_dir()).resolve()
+    tokenizer = load_tokenizer(model_dir, read_model_spec(model_dir).max_seq_length)
+    lines = [line for line in args.calibration_texts.read_text().splitlines() if line.strip()]
+    if not lines:
+        raise SystemExit(f"{args.calibration_texts} holds no texts")
+    batches = [
+        dict(
+            zip(
+                ("input_ids", "attention_mask"),
+                pad_batch(tokenizer.encode_batch(chunk)),
+                strict=True,
+            )
+        )
+        for chunk in (
+            lines[start : start + CALIBRATION_BATCH]
+            for start in range(0, len(lines), CALIBRATION_BATCH)
+        )
+    ]
+    quantized = nncf.quantize(
+        ov.Core().read_model(str(source / "1" / "model.xml")),
+        nncf.Dataset(batches),
+        model_type=nncf.ModelType.TRANSFORMER,
+        subset_size=len(batches),
+    )
+    target = args.target.resolve() / "openvino_cpu" / "embedder"
+    (target / "1").mkdir(parents=True, exist_ok=True)
+    model_xml = target / "1" / "model.xml"
+    ov.save_model(quantized, str(model_xml), compress_to_fp16=False)
+
+    model = load_sentence_transformer(model_dir)
+    reference = l2_normalize(model.encode(list(CHECK_TEXTS), convert_to_numpy=True))
+    compiled = compile_for(ov.Core(), model_xml, precision)
+    lowest, failing = min_cosine(compiled, tokenizer, reference, MIN_COSINE)
+    print(
+        f"check: int8 ({precision} elsewhere) min cosine {lowest:.6f} over {len(CHECK_TEXTS)} texts"
+    )
+    if failing:
+        # The IR stays for measurement (perf/cpu_engines.py), but without its config and
+        # record the folder is no model Triton loads.
+        raise SystemExit(
+            f"int8 misses cosine {MIN_COSINE} on {failing}; {target} holds the IR, not a model"
+        )
+    quantized_record = {
+        **record,
+        "openvino": {
+            **record["openvino"],
+            "quantization": {
+                "method": "nncf post-training, transformer preset",
+                "nncf": nncf.__version__,
+                "calibration_texts": len(lines),
+                "min_cosine_required": MIN_COSINE,
+                "min_cosine": lowest,
+            },
+        },
+    }
+    write_atomically(
+        target / "1" / "export.json",
+        lambda temp: temp.write_text(json.dumps(quantized_record, indent=2) + "\n"),
+    )
+    shutil.copyfile(source / "config.pbtxt", target / "config.pbtxt")
+    print(f"wrote the int8 embedder -> {target}")
+
+
+if __name__ == "__main__":
+    main()

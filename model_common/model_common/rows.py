@@ -1,0 +1,55 @@
+"""How an embedder runs the rows of one execute call: sorted by real length
+and cut into groups, each padded only to its own longest row, because on CPU
+padding, not batch size, dominates the cost. Shared by every CPU embedder,
+whatever engine runs the groups."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+Tokens = tuple[np.ndarray, np.ndarray]  # INPUT_IDS, ATTENTION_MASK: [rows, length]
+Embeddings = tuple[np.ndarray, np.ndarray]  # EMBEDDING [rows, dims], NORM [rows, 1]
+# Runs groups of rows, each trimmed to its own length, and returns their
+# embeddings in the same order; free to run them one after the other or at once.
+RunGroups = Callable[[Sequence[Tokens]], list[Embeddings]]
+
+
+def real_lengths(attention_mask: np.ndarray) -> np.ndarray:
+    """Position of each row's last attended token, plus one."""
+    attended = attention_mask != 0
+    last = attended.shape[1] - np.argmax(attended[:, ::-1], axis=1)
+    return np.where(attended.any(axis=1), last, 1)
+
+
+def length_groups(lengths: np.ndarray, rows_per_run: int, parallel_runs: int) -> list[np.ndarray]:
+    """Row indices sorted by length, cut into groups of equal size: at most
+    rows_per_run rows each, and at least parallel_runs groups where there
+    are that many rows, so every parallel runner gets a share."""
+    order = np.argsort(lengths, kind="stable")
+    count = max(-(-len(order) // rows_per_run), min(parallel_runs, len(order)))
+    return np.array_split(order, count)
+
+
+def embed_in_groups(
+    input_ids: np.ndarray,
+    attention_mask: np.ndarray,
+    dims: int,
+    rows_per_run: int,
+    parallel_runs: int,
+    run_groups: RunGroups,
+) -> Embeddings:
+    """All rows' embeddings, in the rows' own order."""
+    lengths = real_lengths(attention_mask)
+    groups = length_groups(lengths, rows_per_run, parallel_runs)
+    trimmed = []
+    for group in groups:
+        length = int(lengths[group].max())
+        trimmed.append((input_ids[group, :length], attention_mask[group, :length]))
+    embedding = np.empty((len(lengths), dims), np.float32)
+    norm = np.empty((len(lengths), 1), np.float32)
+    for group, (group_embedding, group_norm) in zip(groups, run_groups(trimmed), strict=True):
+        embedding[group] = group_embedding
+        norm[group] = group_norm
+    return embedding, norm

@@ -1,0 +1,176 @@
+"""The OpenVINO embedder (model_repository/openvino_cpu/embedder) on a real
+server: its export record, each precision it serves against
+sentence-transformers on held-out texts, a precision it cannot serve refused
+at load with a message naming the parameter, OpenVINO's model cache reused
+by a reload, and the launcher's default following the export's measurement.
+
+The server holds copies of the embedder under other names, each with its own
+precision; the copies added after the start are loaded through Triton's
+repository API (explicit model control), where the launcher's watchdog,
+which reloads the models it saw at the start, leaves them alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from harness.requests import token_inputs
+from harness.server import RunningServer, running_server
+from perf.ceiling import serving_tokenizer, tokenize
+from perf.workloads import texts
+from server import launch
+from server.launch import OPENVINO_CPU_REPOSITORY
+from tests.conftest import sentence_transformers_embed
+from tests.embedding_requests import SAMPLE_TEXTS
+
+EMBEDDER = OPENVINO_CPU_REPOSITORY / "embedder"
+RECORD = json.loads((EMBEDDER / "1" / "export.json").read_text())["openvino"]
+MIN_COSINE = 0.9999
+# Held out from the export's check texts: prose of three lengths (the long
+# ones truncated at the max length), and the sample texts (scripts, emoji,
+# the empty text).
+HELD_OUT = texts("query", 16) + texts("short", 16) + texts("long", 4) + SAMPLE_TEXTS
+
+
+def _embedder_copy(root: Path, name: str, precision: str) -> None:
+    """The shipped embedder folder as model `name`, with `precision`."""
+    target = root / name
+    (target / "1").mkdir(parents=True)
+    for file in (EMBEDDER / "1").iterdir():
+        if file.is_file():
+            (target / "1" / file.name).symlink_to(file.resolve())
+    config = (EMBEDDER / "config.pbtxt").read_text()
+    shipped = 'key: "precision"\n  value: { string_value: "auto" }'
+    assert config.count(shipped) == 1
+    (target / "config.pbtxt").write_text(
+        config.replace(shipped, shipped.replace('"auto"', f'"{precision}"'))
+    )
+
+
+@pytest.fixture(scope="module")
+def cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache_home")
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("openvino_repository")
+    _embedder_copy(root, "embedder_f32", "f32")
+    _embedder_copy(root, "embedder_auto", "auto")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(repository: Path, cache_home: Path) -> Iterator[RunningServer]:
+    # The stubs inherit the server's environment: the model cache goes here.
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache_home)
+    try:
+        with running_server(repository.parent / "tritonserver.log", [repository]) as running:
+            yield running
+    finally:
+        if previous is None:
+            os.environ.pop("XDG_CACHE_HOME")
+        else:
+            os.environ["XDG_CACHE_HOME"] = previous
+
+
+@pytest.fixture
+def client(server: RunningServer) -> Iterator[grpcclient.InferenceServerClient]:
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        yield client
+
+
+def _embed(client: grpcclient.InferenceServerClient, model: str, batch: list[str]) -> np.ndarray:
+    (tokens,) = tokenize(serving_tokenizer(), [batch])
+    inputs = token_inputs(grpcclient, tokens.input_ids, tokens.attention_mask)
+    return client.infer(model, inputs).as_numpy("EMBEDDING")
+
+
+def test_the_export_checked_the_precision_it_records() -> None:
+    precision = RECORD["precision"]
+    assert precision in RECORD["min_cosine"]
+    assert RECORD["min_cosine"][precision] >= RECORD["min_cosine_required"] == MIN_COSINE
+    # bf16 is tried first where the processor has it, and kept if it passed.
+    if "BF16" in RECORD["processor_capabilities"] and RECORD["min_cosine"]["bf16"] >= MIN_COSINE:
+        assert precision == "bf16"
+
+
+@pytest.mark.parametrize("model", ["embedder_f32", "embedder_auto"])
+def test_each_precision_keeps_the_cosine_bar_on_held_out_texts(
+    client: grpcclient.InferenceServerClient, model: str
+) -> None:
+    reference = sentence_transformers_embed(HELD_OUT)
+    # Four texts per request, so rows of different lengths share executions.
+    served = np.concatenate(
+        [_embed(client, model, HELD_OUT[start : start + 4]) for start in range(0, len(HELD_OUT), 4)]
+    )
+    cosines = np.sum(served * reference, axis=1)
+    assert cosines.min() >= MIN_COSINE, dict(zip(HELD_OUT, cosines.tolist(), strict=True))
+
+
+def test_auto_serves_the_recorded_precision(client: grpcclient.InferenceServerClient) -> None:
+    """bf16 products round differently from f32 ones: where auto serves
+    bf16, its embeddings are close to f32's but not equal."""
+    batch = texts("short", 4)
+    f32, auto = _embed(client, "embedder_f32", batch), _embed(client, "embedder_auto", batch)
+    if RECORD["precision"] == "bf16":
+        assert not np.array_equal(f32, auto)
+        assert np.sum(f32 * auto, axis=1).min() >= MIN_COSINE
+    else:
+        np.testing.assert_array_equal(f32, auto)
+
+
+def test_an_unknown_precision_fails_the_load_with_its_name(
+    client: grpcclient.InferenceServerClient, repository: Path
+) -> None:
+    # Added after the start: the server loads every model it finds at start.
+    _embedder_copy(repository, "embedder_bad", "fp64")
+    with pytest.raises(InferenceServerException, match="parameter 'precision' is 'fp64'"):
+        client.load_model("embedder_bad")
+    assert not client.is_model_ready("embedder_bad")
+
+
+def test_a_reload_uses_the_model_cache(
+    client: grpcclient.InferenceServerClient, repository: Path, cache_home: Path
+) -> None:
+    """The first load compiles and caches (OpenVINO keys the cache by the
+    model file's path and the compile options); a reload writes nothing new."""
+    cache = cache_home / "triton-embedding" / "openvino"
+    _embedder_copy(repository, "embedder_cached", "f32")
+    before = set(cache.glob("*.blob"))
+    client.load_model("embedder_cached")
+    blobs = {path: path.stat().st_mtime_ns for path in cache.glob("*.blob")}
+    assert set(blobs) - before, f"the load cached no compiled model in {cache}"
+    client.unload_model("embedder_cached")
+    client.load_model("embedder_cached")
+    assert {path: path.stat().st_mtime_ns for path in cache.glob("*.blob")} == blobs
+    batch = texts("query", 4)
+    np.testing.assert_array_equal(
+        _embed(client, "embedder_cached", batch), _embed(client, "embedder_f32", batch)
+    )
+
+
+def test_the_launcher_serves_the_engine_the_export_measured_faster(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    expected = (
+        launch.OPENVINO_CPU_REPOSITORY
+        if RECORD["faster_engine"] == "openvino"
+        else launch.ONNX_CPU_REPOSITORY
+    )
+    assert launch.default_cpu_embedder() == expected
+    assert launch.DEFAULT_REPOSITORIES[1] == expected
+    # Without a complete OpenVINO export, ONNX Runtime serves.
+    partial = tmp_path / "openvino_cpu"
+    shutil.copytree(OPENVINO_CPU_REPOSITORY, partial, ignore=shutil.ignore_patterns("model.xml"))
+    monkeypatch.setattr(launch, "OPENVINO_CPU_REPOSITORY", partial)
+    assert launch.default_cpu_embedder() == launch.ONNX_CPU_REPOSITORY
