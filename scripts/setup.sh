@@ -96,3 +96,4 @@ venv .venv-export requirements/export.txt
 build_backend
 export_model
 scripts/install_perf_analyzer.sh
+scripts/install_helm.sh

