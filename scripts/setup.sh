@@ -28,6 +28,8 @@ system_packages() {
   local version
   version=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
   ldconfig -p | grep -q "libpython${version}.so.1.0" || missing+=("libpython${version}")
+  # The scale-out tests' Prometheus, run as their own process (no daemon).
+  [ -x /usr/bin/prometheus ] || missing+=(prometheus)
   if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}"
   fi

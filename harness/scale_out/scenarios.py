@@ -1,0 +1,347 @@
+"""Scale-out scenarios on a running cluster (harness/scale_out/cluster.py),
+and the bounds they are held to: throughput with 1, 2 and 3 replicas, a
+replica killed, a replica hung, a rolling restart, and the autoscaling
+signal. tests/test_scale_out.py asserts the bounds; perf/scale_out.py runs
+the same scenarios and writes their figures."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import yaml
+
+from harness.helm import CHART
+from harness.load import Outcome, percentile_ms
+from harness.scale_out.autoscaling import Autoscaling
+from harness.scale_out.cluster import NAMESPACE, Cluster, Replica, wait_for
+from harness.scale_out.load import TEXTS_PER_REQUEST, BackgroundLoad, RouteWatch
+
+REPLICAS = 3
+# A replica is a node of 0.45 CPU on one vCPU (cluster.vcpu_layout): with
+# three, two share a vCPU, and 0.9 of it leaves their other threads and the
+# kernel room, so each gets its whole quota.
+CPUS_PER_REPLICA = 0.45
+
+# Closed-loop clients per replica for throughput: enough that each replica's
+# embedder finds a full execution's worth of requests waiting (8 requests of
+# 8 texts: its 64 rows), however the balancer spreads them at a given
+# moment.
+THROUGHPUT_CLIENTS_PER_REPLICA = 8
+# The steady load of the faults and the rolling restart: open-loop arrivals
+# at this share of what 2 replicas answered, so that 2 take all of it
+# without shedding while the third is gone, and the traffic it had moves.
+STEADY_SHARE_OF_TWO = 0.6
+
+# The chart's balancer values (values.yaml), which the bounds follow.
+BALANCER = yaml.safe_load((CHART / "values.yaml").read_text())["balancer"]
+
+
+def duration_s(text: str) -> float:
+    """A protobuf-style duration of the chart's values ("5s", "250ms")."""
+    return float(text[:-2]) / 1000 if text.endswith("ms") else float(text.rstrip("s"))
+
+
+_HEALTH = BALANCER["healthCheck"]
+# The bounds (stated in perf/results/debian12-2core/scale_out.md).
+MIN_SPEEDUP = {2: 1.8, 3: 2.4}
+# From the fault until Envoy stops routing to the replica. Killed: its
+# connections reset and connects are refused, and outlier detection ejects
+# it after a few such failures, long before the active health check would.
+# Hung: only the active health check sees it. At worst the hang begins just
+# after a passed check; each failing check then waits an interval and times
+# out, unhealthyThreshold times; 1 s more for these shared cores.
+EJECTION_BOUND_S = {
+    "kill": 2.0,
+    "hang": _HEALTH["unhealthyThreshold"]
+    * (duration_s(_HEALTH["interval"]) + duration_s(_HEALTH["timeout"]))
+    + 1.0,
+}
+# A request stuck on the hung replica is hedged to another after the
+# per-try timeout; the hedge, one more try, takes at most 2.5 s here.
+HUNG_P99_BOUND_S = duration_s(BALANCER["timeouts"]["perTry"]) + 2.5
+# Open-loop arrivals at this multiple of the 3-replica throughput, then none.
+OVERLOAD_MULTIPLE = 2.0
+AUTOSCALING_OVERLOAD_S = 15.0
+# A client gives up on an overload request after this long.
+OVERLOAD_DEADLINE_S = 10.0
+# After the load: the adapter rule's rate window (1m) and a few scrapes, by
+# when the metric has fallen.
+AUTOSCALING_COOLDOWN_S = 65.0
+
+
+@dataclass(frozen=True)
+class Throughput:
+    replicas: int
+    clients: int
+    seconds: float
+    outcomes: list[Outcome]
+    throttled_share: list[float]  # per replica: CPU time withheld / wall time
+
+    @property
+    def ok(self) -> int:
+        return sum(outcome.ok for outcome in self.outcomes)
+
+    @property
+    def texts_per_s(self) -> float:
+        return self.ok * TEXTS_PER_REQUEST / self.seconds
+
+    @property
+    def failures(self) -> Counter[str]:
+        return Counter(outcome.status for outcome in self.outcomes if not outcome.ok)
+
+
+def throughput(
+    cluster: Cluster, counts: Sequence[int], seconds: float, warmup_s: float = 3.0
+) -> list[Throughput]:
+    """Texts/s through a fresh Envoy in front of the first k replicas, for
+    each k, with THROUGHPUT_CLIENTS_PER_REPLICA clients per replica: the
+    requests answered within `seconds` after a warm-up."""
+    results = []
+    for count in counts:
+        clients = THROUGHPUT_CLIENTS_PER_REPLICA * count
+        with cluster.envoy_for(count) as envoy:
+            load = BackgroundLoad(envoy.grpc_url, concurrency=clients).start()
+            time.sleep(warmup_s)
+            throttled = [r.cgroup.throttled_s() for r in cluster.replicas[:count]]
+            start = time.monotonic()
+            time.sleep(seconds)
+            end = time.monotonic()
+            throttled = [
+                (r.cgroup.throttled_s() - before) / (end - start)
+                for r, before in zip(cluster.replicas[:count], throttled, strict=True)
+            ]
+            outcomes = load.stop()
+        counted = [o for o in outcomes if start <= o.started_s + o.latency_s <= end]
+        results.append(Throughput(count, clients, end - start, counted, throttled))
+    return results
+
+
+@dataclass(frozen=True)
+class FaultResult:
+    """A fault on one replica under steady load through the balancer."""
+
+    fault: str
+    victim: str
+    outcomes: list[Outcome]
+    fault_at: float  # time.monotonic()
+    ejected_s: float | None  # after the fault, when Envoy stopped routing to it
+    back_s: float | None  # after the fault, when Envoy routed to it again
+    rates_before: dict[str, float]  # answered requests/s per pod, before the fault
+    rates_after: dict[str, float]  # and once it was ejected
+
+    @property
+    def failures(self) -> Counter[str]:
+        return Counter(outcome.status for outcome in self.outcomes if not outcome.ok)
+
+    def p99_ms(self) -> float:
+        return percentile_ms(self.outcomes, 99)
+
+    def during(self, seconds: float) -> list[Outcome]:
+        """Requests sent from the fault until `seconds` after it."""
+        return [o for o in self.outcomes if 0 <= o.started_s - self.fault_at <= seconds]
+
+
+def _pod_rates(cluster: Cluster, start_unix: float, end_unix: float) -> dict[str, float]:
+    """Answered `embed` requests/s of each pod between two Unix times, from
+    Triton's counters as Prometheus scraped them."""
+    window = max(1, round(end_unix - start_unix))
+    series = cluster.prometheus.query(
+        f'sum by (pod) (increase(nv_inference_request_success{{model="embed"}}[{window}s]))',
+        at=end_unix,
+    )
+    rates = {s["metric"]["pod"]: float(s["value"][1]) / window for s in series}
+    return {replica.pod: rates.get(replica.pod, 0.0) for replica in cluster.replicas}
+
+
+def _unix(monotonic: float) -> float:
+    return time.time() - (time.monotonic() - monotonic)
+
+
+def steady_rate(measured: Sequence[Throughput]) -> float:
+    """Requests/s of the steady load: STEADY_SHARE_OF_TWO of what 2 replicas
+    answered in the throughput scenario."""
+    (two,) = [result for result in measured if result.replicas == 2]
+    return STEADY_SHARE_OF_TWO * two.ok / two.seconds
+
+
+def _fault(
+    cluster: Cluster,
+    fault: str,
+    victim: Replica,
+    rate_per_s: float,
+    before_s: float,
+    after_s: float,
+) -> FaultResult:
+    """Steady load; after `before_s`, SIGKILL ("kill") or SIGSTOP ("hang")
+    to every process of `victim`; the load goes on for `after_s`. Then the
+    victim is killed (if hung) and started again, and the cluster is whole
+    again before this returns."""
+    port = victim.endpoints.grpc_port
+    watch = RouteWatch(cluster.envoy).start()
+    load = BackgroundLoad(cluster.envoy.grpc_url, rate_per_s=rate_per_s).start()
+    try:
+        time.sleep(before_s)
+        fault_at = time.monotonic()
+        if fault == "kill":
+            victim.kill()
+        else:
+            victim.pause()
+        time.sleep(after_s)
+        end = time.monotonic()
+        # Either way the replica is started again, as the kubelet restarts a
+        # container that died or whose liveness probe fails. (Continuing a
+        # hung one instead, SIGCONT, crashed tritonserver's Python backend
+        # once here: a boost::interprocess lock_exception, then SIGSEGV.)
+        victim.kill()
+        victim.start()
+        victim.wait_ready()
+        wait_for(lambda: port in cluster.envoy.routable_ports(), timeout_s=30.0)
+    finally:
+        outcomes = load.stop()
+        watch.stop()
+    ejected = watch.first_without(port, fault_at)
+    back = watch.first_with(port, ejected) if ejected is not None else None
+    # Prometheus has the last scrape of the window a scrape interval later.
+    time.sleep(2.0)
+    before = _pod_rates(cluster, _unix(fault_at - before_s + 1.0), _unix(fault_at))
+    after_start = (ejected if ejected is not None else fault_at) + 1.0
+    after = _pod_rates(cluster, _unix(after_start), _unix(end))
+    return FaultResult(
+        fault,
+        victim.pod,
+        outcomes,
+        fault_at,
+        ejected - fault_at if ejected is not None else None,
+        back - fault_at if back is not None else None,
+        before,
+        after,
+    )
+
+
+def kill_one(
+    cluster: Cluster, rate_per_s: float, before_s: float = 6.0, after_s: float = 10.0
+) -> FaultResult:
+    return _fault(cluster, "kill", cluster.replicas[-1], rate_per_s, before_s, after_s)
+
+
+def hang_one(
+    cluster: Cluster, rate_per_s: float, before_s: float = 6.0, after_s: float = 10.0
+) -> FaultResult:
+    return _fault(cluster, "hang", cluster.replicas[-1], rate_per_s, before_s, after_s)
+
+
+@dataclass(frozen=True)
+class Restart:
+    pod: str
+    drained_s: float  # SIGTERM until the launcher exited
+    ready_s: float  # SIGTERM until the new server was ready
+    routed_s: float  # SIGTERM until Envoy routed to it again
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class RollingRestart:
+    outcomes: list[Outcome]
+    restarts: list[Restart]
+
+    @property
+    def failures(self) -> Counter[str]:
+        return Counter(outcome.status for outcome in self.outcomes if not outcome.ok)
+
+
+def rolling_restart(cluster: Cluster, rate_per_s: float, settle_s: float = 3.0) -> RollingRestart:
+    """Under steady load, each replica in turn: SIGTERM (the launcher
+    drains), start again on the same ports, wait until Envoy routes to it,
+    then the next, as a Deployment's rollout with maxUnavailable 1."""
+    load = BackgroundLoad(cluster.envoy.grpc_url, rate_per_s=rate_per_s).start()
+    restarts = []
+    try:
+        time.sleep(settle_s)
+        for replica in cluster.replicas:
+            started = time.monotonic()
+            exit_code = replica.terminate()
+            drained = time.monotonic() - started
+            replica.start()
+            replica.wait_ready()
+            ready = time.monotonic() - started
+            port = replica.endpoints.grpc_port
+            wait_for(lambda port=port: port in cluster.envoy.routable_ports(), timeout_s=30.0)
+            restarts.append(
+                Restart(replica.pod, drained, ready, time.monotonic() - started, exit_code)
+            )
+        time.sleep(settle_s)
+    finally:
+        outcomes = load.stop()
+    return RollingRestart(outcomes, restarts)
+
+
+@dataclass(frozen=True)
+class Sample:
+    at_s: float  # seconds since the overload began
+    per_pod: dict[str, float]  # the metric of each pod
+    desired: int  # what the HPA's formula asks for
+
+
+@dataclass(frozen=True)
+class AutoscalingResult:
+    autoscaling: Autoscaling
+    query: str
+    current: int
+    overload_s: float
+    load_end_s: float  # when the last request was answered, from the start
+    rate_per_s: float
+    outcomes: list[Outcome]
+    samples: list[Sample]
+
+    @staticmethod
+    def average(sample: Sample) -> float:
+        return sum(sample.per_pod.values()) / len(sample.per_pod) if sample.per_pod else 0.0
+
+    @property
+    def last(self) -> Sample:
+        return self.samples[-1]
+
+
+def overload_rate(measured: Throughput) -> float:
+    """Requests/s at OVERLOAD_MULTIPLE times what the replicas answered."""
+    return OVERLOAD_MULTIPLE * measured.ok / measured.seconds
+
+
+def autoscaling_signal(
+    cluster: Cluster,
+    autoscaling: Autoscaling,
+    rate_per_s: float,
+    overload_s: float,
+    cooldown_s: float,
+    step_s: float = 2.0,
+) -> AutoscalingResult:
+    """Open-loop overload at `rate_per_s` for `overload_s`, then, once the
+    last request was answered, no load for `cooldown_s`; the HPA's metric
+    for the cluster's pods as Prometheus computed it over the whole time,
+    every `step_s`, with the replicas the HPA's algorithm asks for at each
+    step."""
+    query = autoscaling.query(NAMESPACE, [replica.pod for replica in cluster.replicas])
+    started = time.time()
+    load = BackgroundLoad(
+        cluster.envoy.grpc_url, rate_per_s=rate_per_s, deadline_s=OVERLOAD_DEADLINE_S
+    ).start()
+    time.sleep(overload_s)
+    outcomes = load.stop()
+    load_end_s = time.time() - started
+    time.sleep(cooldown_s)
+    series = cluster.prometheus.query_range(query, started, time.time(), step_s)
+    by_time: dict[float, dict[str, float]] = {}
+    for one in series:
+        for at, value in one["values"]:
+            by_time.setdefault(float(at), {})[one["metric"]["pod"]] = float(value)
+    current = len(cluster.replicas)
+    samples = [
+        Sample(at - started, per_pod, autoscaling.desired_replicas(current, list(per_pod.values())))
+        for at, per_pod in sorted(by_time.items())
+    ]
+    return AutoscalingResult(
+        autoscaling, query, current, overload_s, load_end_s, rate_per_s, outcomes, samples
+    )

@@ -1,0 +1,183 @@
+"""The chart's data plane run for real on loopback (harness/scale_out/): three
+replicas of the serve command, each a small node (a cgroup with a CPU quota,
+on one vCPU), behind a real Envoy with the chart's balancer configuration,
+scraped by a real Prometheus.
+One cluster serves the whole module; each scenario runs once and its figures
+are in perf/results/debian12-2core/scale_out.md (`python -m perf.scale_out`).
+
+What must always hold (no failed request when a replica is killed, hung or
+restarted; the autoscaling metric's direction) is asserted unmarked; the
+speeds and times on these shared cores are marked `timing`, with the bounds
+stated in harness/scale_out/scenarios.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import tritonclient.grpc as grpcclient
+from embedding_requests import embed_float32
+
+from harness.scale_out.autoscaling import HPA_TOLERANCE, Autoscaling, chart_autoscaling
+from harness.scale_out.cluster import Cluster, missing_parts, running_cluster
+from harness.scale_out.scenarios import (
+    AUTOSCALING_COOLDOWN_S,
+    AUTOSCALING_OVERLOAD_S,
+    CPUS_PER_REPLICA,
+    EJECTION_BOUND_S,
+    HUNG_P99_BOUND_S,
+    MIN_SPEEDUP,
+    REPLICAS,
+    AutoscalingResult,
+    FaultResult,
+    RollingRestart,
+    Throughput,
+    autoscaling_signal,
+    hang_one,
+    kill_one,
+    overload_rate,
+    rolling_restart,
+    steady_rate,
+    throughput,
+)
+
+pytestmark = pytest.mark.scale_out
+
+THROUGHPUT_SECONDS = 10.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    missing = missing_parts()
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+    workdir: Path = tmp_path_factory.mktemp("scale_out")
+    with running_cluster(workdir, REPLICAS, CPUS_PER_REPLICA) as running:
+        yield running
+
+
+def test_every_replica_serves_through_the_balancer(cluster: Cluster) -> None:
+    client = grpcclient.InferenceServerClient(cluster.envoy.grpc_url)
+    assert embed_float32(client, ["through the balancer"]).shape == (1, 384)
+    # Each replica's door reads its own embedder backlog: the tokenizer's
+    # metrics URL is its own server's metrics port.
+    for replica in cluster.replicas:
+        url = replica.stub_environments()["tokenizer"]["EMBEDDING_METRICS_URL"]
+        assert url == f"http://{replica.metrics_target}/metrics", replica.pod
+    # Prometheus scrapes every replica and Envoy.
+    assert cluster.prometheus.scraped("triton") == REPLICAS
+    assert cluster.prometheus.scraped("envoy") == 1
+
+
+@pytest.fixture(scope="module")
+def throughputs(cluster: Cluster) -> dict[int, Throughput]:
+    return {
+        result.replicas: result
+        for result in throughput(cluster, range(1, REPLICAS + 1), THROUGHPUT_SECONDS)
+    }
+
+
+def test_throughput_runs_without_failures(throughputs: dict[int, Throughput]) -> None:
+    for result in throughputs.values():
+        assert result.ok > 0 and not result.failures, (result.replicas, result.failures)
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("replicas", sorted(MIN_SPEEDUP))
+def test_throughput_grows_with_replicas(throughputs: dict[int, Throughput], replicas: int) -> None:
+    speedup = throughputs[replicas].texts_per_s / throughputs[1].texts_per_s
+    assert speedup >= MIN_SPEEDUP[replicas], {
+        k: round(r.texts_per_s, 1) for k, r in throughputs.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def steady(throughputs: dict[int, Throughput]) -> float:
+    return steady_rate(list(throughputs.values()))
+
+
+@pytest.fixture(scope="module")
+def killed(cluster: Cluster, steady: float) -> FaultResult:
+    return kill_one(cluster, steady)
+
+
+def test_killed_replica_fails_no_request_and_its_traffic_moves(killed: FaultResult) -> None:
+    assert killed.outcomes and not killed.failures, killed.failures
+    assert killed.ejected_s is not None, "Envoy kept routing to the killed replica"
+    # The same arrival rate: the victim's share goes to the others.
+    rates = (killed.rates_before, killed.rates_after)
+    assert killed.rates_before[killed.victim] > 0 and killed.rates_after[killed.victim] == 0, rates
+    for pod, before in killed.rates_before.items():
+        if pod != killed.victim:
+            assert killed.rates_after[pod] > 1.2 * before, rates
+
+
+@pytest.mark.timing
+def test_killed_replica_is_ejected_quickly(killed: FaultResult) -> None:
+    assert killed.ejected_s is not None and killed.ejected_s <= EJECTION_BOUND_S["kill"]
+
+
+@pytest.fixture(scope="module")
+def hung(cluster: Cluster, steady: float, killed: FaultResult) -> FaultResult:
+    return hang_one(cluster, steady)
+
+
+def test_hung_replica_fails_no_request(hung: FaultResult) -> None:
+    assert hung.outcomes and not hung.failures, hung.failures
+    assert hung.ejected_s is not None, "Envoy kept routing to the hung replica"
+
+
+@pytest.mark.timing
+def test_hung_replica_keeps_p99_and_is_ejected(hung: FaultResult) -> None:
+    assert hung.p99_ms() <= HUNG_P99_BOUND_S * 1000
+    assert hung.ejected_s is not None and hung.ejected_s <= EJECTION_BOUND_S["hang"]
+
+
+@pytest.fixture(scope="module")
+def restarted(cluster: Cluster, steady: float, hung: FaultResult) -> RollingRestart:
+    return rolling_restart(cluster, steady)
+
+
+def test_rolling_restart_fails_no_request(restarted: RollingRestart) -> None:
+    assert restarted.outcomes and not restarted.failures, restarted.failures
+    assert [r.exit_code for r in restarted.restarts] == [0] * REPLICAS
+
+
+@pytest.fixture(scope="module")
+def autoscaling() -> Autoscaling:
+    return chart_autoscaling()
+
+
+@pytest.fixture(scope="module")
+def scaling(
+    cluster: Cluster,
+    autoscaling: Autoscaling,
+    throughputs: dict[int, Throughput],
+    restarted: RollingRestart,
+) -> AutoscalingResult:
+    return autoscaling_signal(
+        cluster,
+        autoscaling,
+        overload_rate(throughputs[REPLICAS]),
+        AUTOSCALING_OVERLOAD_S,
+        AUTOSCALING_COOLDOWN_S,
+    )
+
+
+def test_autoscaling_metric_asks_for_more_replicas_under_overload(
+    scaling: AutoscalingResult,
+) -> None:
+    # Over the target, and more replicas asked for, while the overload lasts.
+    during = [sample for sample in scaling.samples if sample.at_s <= scaling.load_end_s]
+    threshold = scaling.autoscaling.target * (1 + HPA_TOLERANCE)
+    over = [sample for sample in during if scaling.average(sample) > threshold]
+    assert over, scaling.samples
+    assert all(sample.desired > scaling.current for sample in over), scaling.samples
+
+
+def test_autoscaling_metric_falls_back_when_load_stops(scaling: AutoscalingResult) -> None:
+    last = scaling.last
+    assert last.at_s >= scaling.load_end_s + AUTOSCALING_COOLDOWN_S - 5.0
+    assert scaling.average(last) < scaling.autoscaling.target, scaling.samples
+    assert last.desired < scaling.current, scaling.samples
