@@ -30,11 +30,11 @@ class RunningServer:
 
     @property
     def http_url(self) -> str:
-        return f"{self.endpoints.host}:{self.endpoints.http_port}"
+        return self.endpoints.http_address
 
     @property
     def grpc_url(self) -> str:
-        return f"{self.endpoints.host}:{self.endpoints.grpc_port}"
+        return self.endpoints.grpc_address
 
     def is_ready(self) -> bool:
         return server_ready(self.http_url)

@@ -101,6 +101,18 @@ class Endpoints:
     grpc_port: int = 8001
     metrics_port: int = 8002
 
+    @property
+    def http_address(self) -> str:
+        return f"{self.host}:{self.http_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def metrics_address(self) -> str:
+        return f"{self.host}:{self.metrics_port}"
+
 
 @dataclass(frozen=True)
 class Triton:
@@ -224,7 +236,7 @@ def server_environment(triton: Triton, endpoints: Endpoints) -> dict[str, str]:
     environment = dict(os.environ)
     # The tokenizer admits work by the embedder's backlog, which it reads
     # from this server's metrics (model_common/model_common/admission.py).
-    environment[METRICS_URL_VARIABLE] = f"http://{endpoints.host}:{endpoints.metrics_port}/metrics"
+    environment[METRICS_URL_VARIABLE] = f"http://{endpoints.metrics_address}/metrics"
     # tritonserver has the key on its command line already; its Python-backend
     # stubs (model code) need not inherit it.
     environment.pop(ADMIN_KEY_VARIABLE, None)
@@ -301,9 +313,9 @@ def main(argv: list[str] | None = None) -> None:
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
     command = server_command(triton, endpoints, repositories, admin_key, args.model_config_name)
     print(
-        f"tritonserver: HTTP {endpoints.host}:{endpoints.http_port}, "
-        f"gRPC {endpoints.host}:{endpoints.grpc_port}, "
-        f"metrics {endpoints.host}:{endpoints.metrics_port}, "
+        f"tritonserver: HTTP {endpoints.http_address}, "
+        f"gRPC {endpoints.grpc_address}, "
+        f"metrics {endpoints.metrics_address}, "
         f"admin APIs {'need the admin key' if admin_key else 'open'}",
         flush=True,
     )
@@ -315,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
         preexec_fn=_stop_with_parent,
         start_new_session=True,
     )
-    http_url = f"{endpoints.host}:{endpoints.http_port}"
+    http_url = endpoints.http_address
     headers = {ADMIN_KEY_HEADER: admin_key} if admin_key else {}
     watchdog = StubWatchdog(server.pid, http_url, headers)
     watchdog.start()

@@ -75,7 +75,7 @@ def text_sweep(
     triton_server: RunningServer, tmp_path_factory: pytest.TempPathFactory
 ) -> SweepResult:
     results = tmp_path_factory.mktemp("sweep")
-    metrics_url = f"{triton_server.endpoints.host}:{triton_server.endpoints.metrics_port}/metrics"
+    metrics_url = f"{triton_server.endpoints.metrics_address}/metrics"
     # At the bulk level, as the report sends its sweeps.
     target = Target(url=triton_server.grpc_url, metrics_url=metrics_url, priority=BULK)
     before = _embed_counts(triton_server)

@@ -160,15 +160,15 @@ class Replica:
 
     @property
     def http_url(self) -> str:
-        return f"{self.endpoints.host}:{self.endpoints.http_port}"
+        return self.endpoints.http_address
 
     @property
     def grpc_url(self) -> str:
-        return f"{self.endpoints.host}:{self.endpoints.grpc_port}"
+        return self.endpoints.grpc_address
 
     @property
     def metrics_target(self) -> str:
-        return f"{self.endpoints.host}:{self.endpoints.metrics_port}"
+        return self.endpoints.metrics_address
 
     @property
     def log_path(self) -> Path:

@@ -205,7 +205,7 @@ def sweep(server: RunningServer, kind: Kind, folder: Path) -> dict[str, Any]:
                 concurrency=(level, level, 1),
                 measurement_ms=MEASUREMENT_MS,
                 max_trials=6,
-                metrics_url=f"http://{server.endpoints.host}:{server.endpoints.metrics_port}/metrics",
+                metrics_url=f"http://{server.endpoints.metrics_address}/metrics",
                 priority=BULK,
             )
         except PerfAnalyzerError as error:
