@@ -2,7 +2,7 @@
 server: its export record, each precision it serves against
 sentence-transformers on held-out texts, a precision it cannot serve refused
 at load with a message naming the parameter, OpenVINO's model cache reused
-by a reload, and the launcher's default following the export's measurement.
+by copies and reloads, and the launcher's default following the export's measurement.
 
 The server holds copies of the embedder under other names, each with its own
 precision; the copies added after the start are loaded through Triton's
@@ -139,20 +139,21 @@ def test_an_unknown_precision_fails_the_load_with_its_name(
     assert not client.is_model_ready("embedder_bad")
 
 
-def test_a_reload_uses_the_model_cache(
+def test_copies_and_reloads_use_the_model_cache(
     client: grpcclient.InferenceServerClient, repository: Path, cache_home: Path
 ) -> None:
-    """The first load compiles and caches (OpenVINO keys the cache by the
-    model file's path and the compile options); a reload writes nothing new."""
+    """The server's start compiled each precision once into its own cache
+    folder; a copy of the model in another folder (linking the same IR) and
+    a reload load that blob and write nothing."""
     cache = cache_home / "triton-embedding" / "openvino"
+    blobs = {path: path.stat().st_mtime_ns for path in cache.glob("*/*.blob")}
+    folders = {path.parent.name for path in blobs}
+    assert {folder.split("-")[1] for folder in folders} == {"f32", RECORD["precision"]}, folders
     _embedder_copy(repository, "embedder_cached", "f32")
-    before = set(cache.glob("*.blob"))
     client.load_model("embedder_cached")
-    blobs = {path: path.stat().st_mtime_ns for path in cache.glob("*.blob")}
-    assert set(blobs) - before, f"the load cached no compiled model in {cache}"
     client.unload_model("embedder_cached")
     client.load_model("embedder_cached")
-    assert {path: path.stat().st_mtime_ns for path in cache.glob("*.blob")} == blobs
+    assert {path: path.stat().st_mtime_ns for path in cache.glob("*/*.blob")} == blobs
     batch = texts("query", 4)
     np.testing.assert_array_equal(
         _embed(client, "embedder_cached", batch), _embed(client, "embedder_f32", batch)

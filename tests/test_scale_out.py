@@ -105,12 +105,16 @@ def killed(cluster: Cluster, steady: float) -> FaultResult:
 def test_killed_replica_fails_no_request_and_its_traffic_moves(killed: FaultResult) -> None:
     assert killed.outcomes and not killed.failures, killed.failures
     assert killed.ejected_s is not None, "Envoy kept routing to the killed replica"
-    # The same arrival rate: the victim's share goes to the others.
+    # The same arrival rate: the victim's share goes to the others. How
+    # least-request balancing splits it between them varies from run to run,
+    # so the survivors are held to it together, and each must still serve.
     rates = (killed.rates_before, killed.rates_after)
-    assert killed.rates_before[killed.victim] > 0 and killed.rates_after[killed.victim] == 0, rates
-    for pod, before in killed.rates_before.items():
-        if pod != killed.victim:
-            assert killed.rates_after[pod] > 1.2 * before, rates
+    victim_before = killed.rates_before[killed.victim]
+    assert victim_before > 0 and killed.rates_after[killed.victim] == 0, rates
+    survivors = [pod for pod in killed.rates_before if pod != killed.victim]
+    assert all(killed.rates_after[pod] > 0 for pod in survivors), rates
+    moved = sum(killed.rates_after[pod] - killed.rates_before[pod] for pod in survivors)
+    assert moved > 0.5 * victim_before, rates
 
 
 @pytest.mark.timing

@@ -11,6 +11,8 @@ merged the requests.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -29,11 +31,44 @@ _RUN_ERRORS = (RuntimeError,)
 PRECISIONS = ("auto", "bf16", "f32")
 
 
-def cache_dir() -> Path:
+def cache_dir(model_xml: Path, precision: str, streams: int) -> Path:
     """Where OpenVINO keeps compiled models, so a restart loads instead of
-    compiling again."""
+    compiling again. OpenVINO keys a blob by the model file's path, not its
+    content or all compile options: each export of the IR (its files' sizes
+    and times) and each setting gets its own folder, so a new export or a
+    bf16 load never reuses an older or f32 blob."""
+    files = (model_xml, model_xml.with_suffix(".bin"))
+    stamp = "".join(f"{f.stat().st_size}:{f.stat().st_mtime_ns};" for f in files)
+    export = hashlib.sha256(stamp.encode()).hexdigest()[:16]
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "triton-embedding" / "openvino"
+    return Path(base) / "triton-embedding" / "openvino" / f"{export}-{precision}-{streams}streams"
+
+
+def compile_cached(
+    core: ov.Core, model_xml: Path, precision: str, streams: int
+) -> ov.CompiledModel:
+    """Compiles `model_xml` for the CPU through the model cache. The file's
+    real path is compiled, so repository copies that link the shipped IR share
+    one blob; a lock on the folder lets one process (another instance or
+    server) write a blob while the others wait, then load it, instead of
+    writing the same file at once and failing."""
+    options = {
+        "INFERENCE_PRECISION_HINT": precision,
+        "NUM_STREAMS": streams,
+        "INFERENCE_NUM_THREADS": streams,
+    }
+    model_xml = model_xml.resolve()
+    model_path = str(model_xml)
+    cache = cache_dir(model_xml, precision, streams)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        lock = (cache / ".lock").open("a")
+    except OSError as error:
+        pb_utils.Logger.log_warn(f"embedder: no OpenVINO model cache ({error}); compiling")
+        return core.compile_model(model_path, "CPU", options)
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return core.compile_model(model_path, "CPU", {**options, "CACHE_DIR": str(cache)})
 
 
 def served_precision(wanted: str, exported: str, capabilities: Sequence[str]) -> str:
@@ -71,21 +106,7 @@ class TritonPythonModel:
         precision = served_precision(
             parameters["precision"], exported, core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         )
-        cache = cache_dir()
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-            core.set_property({"CACHE_DIR": str(cache)})
-        except OSError as error:
-            pb_utils.Logger.log_warn(f"embedder: no OpenVINO model cache ({error}); compiling")
-        compiled = core.compile_model(
-            str(version_dir / "model.xml"),
-            "CPU",
-            {
-                "INFERENCE_PRECISION_HINT": precision,
-                "NUM_STREAMS": self._streams,
-                "INFERENCE_NUM_THREADS": self._streams,
-            },
-        )
+        compiled = compile_cached(core, version_dir / "model.xml", precision, self._streams)
         self._outputs = (compiled.output("embedding"), compiled.output("norm"))
         self._queue = ov.AsyncInferQueue(compiled, self._streams)
         pb_utils.Logger.log_info(
