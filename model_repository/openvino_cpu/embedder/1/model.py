@@ -56,6 +56,11 @@ def compile_cached(
         "INFERENCE_PRECISION_HINT": precision,
         "NUM_STREAMS": streams,
         "INFERENCE_NUM_THREADS": streams,
+        # Each instance is its own process, and OpenVINO pins every process's
+        # first stream to the same core: two instances running one group
+        # each would share that core while the other idled
+        # (perf/results/debian12-2core/batching_choices.md, "No CPU pinning").
+        "ENABLE_CPU_PINNING": False,
     }
     model_xml = model_xml.resolve()
     model_path = str(model_xml)
