@@ -499,21 +499,15 @@ def processor() -> str:
     """The processor's name and the bfloat16 instructions it has, which
     decide how far bf16 leads float32 (AMX runs bf16 matrix products in
     tiles, AVX512_BF16 in vectors)."""
-    info = Path("/proc/cpuinfo").read_text()
-    name = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in info.splitlines()
-            if line.startswith("model name")
-        ),
-        "unknown",
-    )
-    flags = set(
-        next(
-            (line.split(":", 1)[1] for line in info.splitlines() if line.startswith("flags")), ""
-        ).split()
-    )
+    # The first processor's block; every core of these machines is alike.
+    first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    fields = {
+        key.strip(): value.strip()
+        for key, _, value in (line.partition(":") for line in first.splitlines())
+    }
+    flags = set(fields.get("flags", "").split())
     bf16 = [flag for flag in ("avx512_bf16", "amx_bf16") if flag in flags]
+    name = fields.get("model name", "unknown")
     return f"{name}, {', '.join(bf16) if bf16 else 'no bfloat16 instructions'}"
 
 

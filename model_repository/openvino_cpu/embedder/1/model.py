@@ -37,8 +37,8 @@ def cache_dir(model_xml: Path, precision: str, streams: int) -> Path:
     content or all compile options: each export of the IR (its files' sizes
     and times) and each setting gets its own folder, so a new export or a
     bf16 load never reuses an older or f32 blob."""
-    files = (model_xml, model_xml.with_suffix(".bin"))
-    stamp = "".join(f"{f.stat().st_size}:{f.stat().st_mtime_ns};" for f in files)
+    stats = [path.stat() for path in (model_xml, model_xml.with_suffix(".bin"))]
+    stamp = "".join(f"{stat.st_size}:{stat.st_mtime_ns};" for stat in stats)
     export = hashlib.sha256(stamp.encode()).hexdigest()[:16]
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "triton-embedding" / "openvino" / f"{export}-{precision}-{streams}streams"
