@@ -500,9 +500,9 @@ class Cluster:
     workdir: Path
     tools_vcpu: int  # Envoy's, Prometheus's and the load generator's
 
-    def envoy_for(self, count: int) -> AbstractContextManager[Envoy]:
-        """Another Envoy, in front of the first `count` replicas only."""
-        return running_envoy(self.replicas[:count], self.workdir, self.tools_vcpu)
+    def envoy_for(self, replicas: Sequence[Replica]) -> AbstractContextManager[Envoy]:
+        """Another Envoy, in front of these replicas only."""
+        return running_envoy(replicas, self.workdir, self.tools_vcpu)
 
 
 def on_vcpu(vcpu: int) -> list[str]:
