@@ -66,9 +66,16 @@ COPY --from=serializer /build/libtriton_embedding_serializer.so \
 # links already in place as they are: made here, as root, they let the
 # non-root user start it with nothing to write.
 RUN python3 -c "from server.launch import wheel_triton; wheel_triton()"
+# OpenVINO's model cache (the embedder's compiled blobs, so a restart loads
+# instead of compiling): the user has no home, and /models is read-only.
+ENV XDG_CACHE_HOME=/tmp/cache
 USER triton
 # HTTP, gRPC, metrics; the gateway service listens on 8080.
 EXPOSE 8000 8001 8002 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=2)"]
-CMD ["python3", "-m", "server.launch", "--host=0.0.0.0", "--model-repository=/models/shared", "--model-repository=/models/onnx_cpu"]
+# The OpenVINO embedder: in bfloat16 where the export checked it and the
+# processor has it, float32 elsewhere (ONNX Runtime's speed there:
+# perf/results/*/cpu_engines.md). --model-repository=/models/onnx_cpu
+# instead of it serves ONNX Runtime.
+CMD ["python3", "-m", "server.launch", "--host=0.0.0.0", "--model-repository=/models/shared", "--model-repository=/models/openvino_cpu"]

