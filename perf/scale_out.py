@@ -34,7 +34,9 @@ from harness.scale_out.scenarios import (
     CPUS_PER_REPLICA,
     HANG_EJECTION_BOUND_S,
     HUNG_P99_BOUND_S,
+    KILL_BOUND_MEAN_WAITS,
     MIN_SPEEDUP,
+    OUTLIER_TRIES,
     OVERLOAD_DEADLINE_S,
     OVERLOAD_MULTIPLE,
     REPLICAS,
@@ -196,8 +198,8 @@ def fault_lines(killed: FaultResult, hung: FaultResult) -> list[str]:
             killed,
             "SIGKILL",
             f"no failed request; out within {kill_ejection_bound_s(killed.rate_per_s):.1f} s "
-            "(4x the mean wait, at this load, for the 3 tries on it that outlier detection "
-            "needs, + 0.5 s); its traffic to the others",
+            f"({KILL_BOUND_MEAN_WAITS}x the mean wait, at this load, for the {OUTLIER_TRIES} "
+            "tries on it that outlier detection needs, + 0.5 s); its traffic to the others",
         ),
         row(
             hung,

@@ -62,18 +62,21 @@ HANG_EJECTION_BOUND_S = (
 # requests in flight: a killed replica, with none, gets the first try of
 # every request for which it is drawn, 5 of 9 with three servers.
 KILLED_SHARE_OF_TRIES = 5 / 9
+# Outlier detection ejects after this many consecutive local-origin failures.
+OUTLIER_TRIES = BALANCER["outlierDetection"]["consecutiveLocalOriginFailure"]
+# The killed replica's bound, in mean waits for those tries.
+KILL_BOUND_MEAN_WAITS = 4
 
 
 def kill_ejection_bound_s(rate_per_s: float) -> float:
     """From SIGKILL until Envoy stops routing to the replica, under a load of
     `rate_per_s` random arrivals. Its connections reset and connects are
-    refused, and outlier detection ejects it after consecutiveLocalOriginFailure
-    tries sent to it, long before the active health check would; those tries
-    come at KILLED_SHARE_OF_TRIES of the rate. The bound: 4 times their mean
-    wait (a Poisson wait that long comes about once in 2000 runs), 0.5 s more
-    for these shared cores."""
-    tries = BALANCER["outlierDetection"]["consecutiveLocalOriginFailure"]
-    return 4 * tries / (KILLED_SHARE_OF_TRIES * rate_per_s) + 0.5
+    refused, and outlier detection ejects it after OUTLIER_TRIES tries sent
+    to it, long before the active health check would; those tries come at
+    KILLED_SHARE_OF_TRIES of the rate. The bound: KILL_BOUND_MEAN_WAITS times
+    their mean wait (a Poisson wait that long comes about once in 2000 runs),
+    0.5 s more for these shared cores."""
+    return KILL_BOUND_MEAN_WAITS * OUTLIER_TRIES / (KILLED_SHARE_OF_TRIES * rate_per_s) + 0.5
 
 
 # A request stuck on the hung replica is hedged to another after the
