@@ -12,7 +12,7 @@ from embedding_client.errors import ERROR_KINDS, InvalidInputError
 from model_common.admission import pending_requests
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
-from model_common.rows import Embeddings, embed_in_groups, length_groups
+from model_common.rows import Embeddings, embed_in_groups, groups_by_rows, groups_by_tokens
 from model_common.tokens import TokenLimits, stack_tokens, token_error
 
 DIMS = 384
@@ -120,16 +120,45 @@ def test_pending_requests_reads_the_models_gauge_over_its_versions() -> None:
         (3, 2, 4, [1, 1, 1]),
     ],
 )
-def test_length_groups_cut_equal_groups_within_bounds(
+def test_groups_by_rows_cut_equal_groups_within_bounds(
     rows: int, rows_per_run: int, parallel_runs: int, sizes: list[int]
 ) -> None:
     lengths = np.arange(rows)[::-1] % 7 + 1
-    groups = length_groups(lengths, rows_per_run, parallel_runs)
+    groups = groups_by_rows(lengths, rows_per_run, parallel_runs)
     assert [len(group) for group in groups] == sizes
     order = np.concatenate(groups)
     assert sorted(order.tolist()) == list(range(rows))
     # Each group holds rows no longer than the next group's.
     assert list(lengths[order]) == sorted(lengths)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "parallel_runs", "sizes"),
+    [
+        # 8 texts of 256 tokens: 4 to a run of 1024 tokens.
+        ([256] * 8, 2, [4, 4]),
+        ([256] * 10, 2, [4, 4, 2]),
+        # 64 queries of 12 tokens fit one run, cut again for two runners.
+        ([12] * 64, 2, [32, 32]),
+        # Long rows first (with one short row in their run's room), then the
+        # short ones fill whole runs.
+        ([50] * 30 + [256] * 3, 2, [4, 20, 9]),
+        # A row longer than the cap runs alone.
+        ([2000, 10], 1, [1, 1]),
+        ([7], 2, [1]),
+    ],
+)
+def test_groups_by_tokens_caps_padded_tokens_longest_first(
+    lengths: list[int], parallel_runs: int, sizes: list[int]
+) -> None:
+    real = np.array(lengths)
+    groups = groups_by_tokens(real, 1024, parallel_runs)
+    assert [len(group) for group in groups] == sizes
+    order = np.concatenate(groups)
+    assert sorted(order.tolist()) == list(range(len(lengths)))
+    assert list(real[order]) == sorted(lengths, reverse=True)
+    for group in groups:
+        assert len(group) == 1 or len(group) * real[group].max() <= 1024
 
 
 def test_embed_in_groups_trims_each_group_and_keeps_row_order() -> None:
@@ -150,7 +179,9 @@ def test_embed_in_groups_trims_each_group_and_keeps_row_order() -> None:
             )
         return out
 
-    embedding, norm = embed_in_groups(ids, mask, 2, 2, 2, run_groups)
+    embedding, norm = embed_in_groups(
+        ids, mask, 2, lambda lengths: groups_by_rows(lengths, 2, 2), run_groups
+    )
     assert seen == [(2, 2), (2, 4)]  # [4], [5, 6] then [1, 2, 3], [7..10]
     np.testing.assert_array_equal(embedding[:, 0], [1, 4, 5, 7])
     np.testing.assert_array_equal(norm[:, 0], [3, 1, 2, 4])

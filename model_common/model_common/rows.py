@@ -14,6 +14,8 @@ Embeddings = tuple[np.ndarray, np.ndarray]  # EMBEDDING [rows, dims], NORM [rows
 # Runs groups of rows, each trimmed to its own length, and returns their
 # embeddings in the same order; free to run them one after the other or at once.
 RunGroups = Callable[[Sequence[Tokens]], list[Embeddings]]
+# Cuts rows, given their real lengths, into groups of row indices.
+CutGroups = Callable[[np.ndarray], list[np.ndarray]]
 
 
 def real_lengths(attention_mask: np.ndarray) -> np.ndarray:
@@ -23,7 +25,7 @@ def real_lengths(attention_mask: np.ndarray) -> np.ndarray:
     return np.where(attended.any(axis=1), last, 1)
 
 
-def length_groups(lengths: np.ndarray, rows_per_run: int, parallel_runs: int) -> list[np.ndarray]:
+def groups_by_rows(lengths: np.ndarray, rows_per_run: int, parallel_runs: int) -> list[np.ndarray]:
     """Row indices sorted by length, cut into groups of equal size: at most
     rows_per_run rows each, and at least parallel_runs groups where there
     are that many rows, so every parallel runner gets a share."""
@@ -32,17 +34,37 @@ def length_groups(lengths: np.ndarray, rows_per_run: int, parallel_runs: int) ->
     return np.array_split(order, count)
 
 
+def groups_by_tokens(
+    lengths: np.ndarray, tokens_per_run: int, parallel_runs: int
+) -> list[np.ndarray]:
+    """Row indices cut into groups of at most tokens_per_run padded tokens
+    (a longer row alone), longest rows first: a cap in tokens keeps a group
+    of long texts small and lets short ones share one run, where a cap in
+    rows suits only one length. Longest first, so that parallel runners
+    start the costly groups and the leftover group is the cheapest. Fewer
+    groups than parallel_runs are cut again into that many of equal size."""
+    order = np.argsort(-lengths, kind="stable")
+    groups: list[np.ndarray] = []
+    start = 0
+    while start < len(order):
+        rows = max(1, tokens_per_run // int(lengths[order[start]]))
+        groups.append(order[start : start + rows])
+        start += rows
+    if len(groups) < min(parallel_runs, len(order)):
+        return np.array_split(order, min(parallel_runs, len(order)))
+    return groups
+
+
 def embed_in_groups(
     input_ids: np.ndarray,
     attention_mask: np.ndarray,
     dims: int,
-    rows_per_run: int,
-    parallel_runs: int,
+    cut: CutGroups,
     run_groups: RunGroups,
 ) -> Embeddings:
     """All rows' embeddings, in the rows' own order."""
     lengths = real_lengths(attention_mask)
-    groups = length_groups(lengths, rows_per_run, parallel_runs)
+    groups = cut(lengths)
     trimmed = []
     for group in groups:
         length = int(lengths[group].max())

@@ -16,7 +16,7 @@ import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 from model_common.record import ExportRecord
-from model_common.rows import Embeddings, Tokens, embed_in_groups
+from model_common.rows import Embeddings, Tokens, embed_in_groups, groups_by_rows
 from model_common.tokens import TokenLimits
 from model_common.triton import embed_execute
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
@@ -53,8 +53,11 @@ class TritonPythonModel:
 
     def _embed_rows(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Embeddings:
         return embed_in_groups(
-            input_ids, attention_mask, self._dims, self._rows_per_run, 1, self._run_groups
+            input_ids, attention_mask, self._dims, self._cut_groups, self._run_groups
         )
+
+    def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
+        return groups_by_rows(lengths, self._rows_per_run, 1)
 
     def _run_groups(self, groups: Sequence[Tokens]) -> list[Embeddings]:
         results = []

@@ -3,10 +3,11 @@ running the exported graph as OpenVINO IR (1/model.xml, written by
 export/export_openvino.py) on the CPU.
 
 The request handling is the ONNX embedder's (model_common): the same checks,
-errors and length-sorted groups. What differs is how groups run: OpenVINO
-streams, one thread each, run the groups of one execute call at the same
-time, so a single instance keeps every core busy however the dynamic batcher
-merged the requests.
+errors and length-sorted rows. What differs is how they are grouped and run:
+groups are capped in tokens, not rows, and OpenVINO streams, one thread
+each, run the groups of one execute call at the same time, so a single
+instance keeps every core busy however the dynamic batcher merged the
+requests.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import openvino as ov
 import triton_python_backend_utils as pb_utils
 from model_common.record import ExportRecord
-from model_common.rows import Embeddings, Tokens, embed_in_groups
+from model_common.rows import Embeddings, Tokens, embed_in_groups, groups_by_tokens
 from model_common.tokens import TokenLimits
 from model_common.triton import embed_execute
 
@@ -103,7 +104,7 @@ class TritonPythonModel:
             max_tokens=int(parameters["max_tokens_per_request"]),
             vocab_size=record.vocab_size,
         )
-        self._rows_per_run = int(parameters["rows_per_run"])
+        self._tokens_per_run = int(parameters["tokens_per_run"])
         self._streams = int(parameters["streams"])
 
         core = ov.Core()
@@ -126,13 +127,11 @@ class TritonPythonModel:
 
     def _embed_rows(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Embeddings:
         return embed_in_groups(
-            input_ids,
-            attention_mask,
-            self._dims,
-            self._rows_per_run,
-            self._streams,
-            self._run_groups,
+            input_ids, attention_mask, self._dims, self._cut_groups, self._run_groups
         )
+
+    def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
+        return groups_by_tokens(lengths, self._tokens_per_run, self._streams)
 
     def _run_groups(self, groups: Sequence[Tokens]) -> list[Embeddings]:
         results: list[Embeddings | None] = [None] * len(groups)
