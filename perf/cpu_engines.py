@@ -524,6 +524,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     results: Path = args.results
     raw = results / "cpu_engines"
     raw.mkdir(parents=True, exist_ok=True)
+    # Only this run's CSVs and logs: file names carry rates that differ run to run.
+    for stale in (*raw.glob("*.csv"), *raw.glob("*.log")):
+        stale.unlink()
     workers = len(os.sched_getaffinity(0))
     loads = [workload(kind, per) for kind, per in WORKLOADS]
     sentences = [text for kind, count in COSINE_TEXTS.items() for text in texts(kind, count)]

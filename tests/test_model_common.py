@@ -111,20 +111,19 @@ def test_pending_requests_reads_the_models_gauge_over_its_versions() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rows", "rows_per_run", "parallel_runs", "sizes"),
+    ("rows", "rows_per_run", "sizes"),
     [
-        (8, 16, 1, [8]),
-        (8, 16, 2, [4, 4]),
-        (1, 16, 2, [1]),
-        (40, 16, 2, [14, 13, 13]),
-        (3, 2, 4, [1, 1, 1]),
+        (8, 16, [8]),
+        (1, 16, [1]),
+        (40, 16, [14, 13, 13]),
+        (3, 2, [2, 1]),
     ],
 )
 def test_groups_by_rows_cut_equal_groups_within_bounds(
-    rows: int, rows_per_run: int, parallel_runs: int, sizes: list[int]
+    rows: int, rows_per_run: int, sizes: list[int]
 ) -> None:
     lengths = np.arange(rows)[::-1] % 7 + 1
-    groups = groups_by_rows(lengths, rows_per_run, parallel_runs)
+    groups = groups_by_rows(lengths, rows_per_run)
     assert [len(group) for group in groups] == sizes
     order = np.concatenate(groups)
     assert sorted(order.tolist()) == list(range(rows))
@@ -180,7 +179,7 @@ def test_embed_in_groups_trims_each_group_and_keeps_row_order() -> None:
         return out
 
     embedding, norm = embed_in_groups(
-        ids, mask, 2, lambda lengths: groups_by_rows(lengths, 2, 2), run_groups
+        ids, mask, 2, lambda lengths: groups_by_rows(lengths, 2), run_groups
     )
     assert seen == [(2, 2), (2, 4)]  # [4], [5, 6] then [1, 2, 3], [7..10]
     np.testing.assert_array_equal(embedding[:, 0], [1, 4, 5, 7])

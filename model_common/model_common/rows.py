@@ -25,13 +25,11 @@ def real_lengths(attention_mask: np.ndarray) -> np.ndarray:
     return np.where(attended.any(axis=1), last, 1)
 
 
-def groups_by_rows(lengths: np.ndarray, rows_per_run: int, parallel_runs: int) -> list[np.ndarray]:
-    """Row indices sorted by length, cut into groups of equal size: at most
-    rows_per_run rows each, and at least parallel_runs groups where there
-    are that many rows, so every parallel runner gets a share."""
+def groups_by_rows(lengths: np.ndarray, rows_per_run: int) -> list[np.ndarray]:
+    """Row indices sorted by length, cut into the fewest groups of equal
+    size with at most rows_per_run rows each."""
     order = np.argsort(lengths, kind="stable")
-    count = max(-(-len(order) // rows_per_run), min(parallel_runs, len(order)))
-    return np.array_split(order, count)
+    return np.array_split(order, -(-len(order) // rows_per_run))
 
 
 def groups_by_tokens(

@@ -57,7 +57,7 @@ class TritonPythonModel:
         )
 
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
-        return groups_by_rows(lengths, self._rows_per_run, 1)
+        return groups_by_rows(lengths, self._rows_per_run)
 
     def _run_groups(self, groups: Sequence[Tokens]) -> list[Embeddings]:
         results = []
