@@ -54,8 +54,9 @@ DEFAULT_OPSET = 17
 # of plain; in-process x1.02 and x1.18, perf/results/debian12-2core/report.md), and its
 # com.microsoft operators would not parse in TensorRT, whose export reads the same model.onnx.
 DEFAULT_GRAPH: GraphKind = "plain"
-# int8 embeddings are an opt-in trade with a lower bar; float32 graphs keep 0.9999. Measured
-# here: 0.985-0.995 on prose, 0.970 on the empty text (two tokens, the worst check text).
+# int8 embeddings are an opt-in trade with a lower bar; float32 graphs keep 0.9999. Each
+# export records its cosine per check text (check_cosines); on an AVX2-only processor:
+# perf/results/debian12-2core-zen3-avx2/int8.md.
 MIN_COSINE: MappingProxyType[GraphKind, float] = MappingProxyType(
     {"plain": 0.9999, "fused": 0.9999, "int8": 0.96}
 )
@@ -113,6 +114,7 @@ class CheckResult:
     min_cosine: float
     embedding_dim: int
     num_texts: int
+    cosines: dict[str, float]  # per check text (its first 40 characters), the lower of the two runs
 
 
 @dataclass(frozen=True)
@@ -461,18 +463,18 @@ def self_check(
     print(
         f"self-check: min cosine {min_cosine:.7f} over {len(CHECK_TEXTS)} texts (batched and one at a time)"
     )
-    failing = [
-        (text[:40], float(cosine))
-        for text, cosine in zip(CHECK_TEXTS, cosines, strict=True)
-        if cosine < min_cosine_required
-    ]
+    by_text = {text[:40]: float(cosine) for text, cosine in zip(CHECK_TEXTS, cosines, strict=True)}
+    failing = [(text, cosine) for text, cosine in by_text.items() if cosine < min_cosine_required]
     if failing:
         raise SystemExit(
             f"self-check failed: cosine below {min_cosine_required} for {failing}; nothing was written"
         )
     check_norm(spec, model, embedding, norm)
     return CheckResult(
-        min_cosine=min_cosine, embedding_dim=int(embedding.shape[1]), num_texts=len(CHECK_TEXTS)
+        min_cosine=min_cosine,
+        embedding_dim=int(embedding.shape[1]),
+        num_texts=len(CHECK_TEXTS),
+        cosines=by_text,
     )
 
 
@@ -523,6 +525,7 @@ def export_record(
         "opset": opset,
         "min_cosine": result.min_cosine,
         "num_check_texts": result.num_texts,
+        "check_cosines": result.cosines,
         "versions": library_versions(),
     }
 

@@ -33,6 +33,7 @@ import openvino as ov
 from tritonclient.grpc import model_config_pb2
 
 from harness.priority import BULK
+from harness.processor import this_processor
 from harness.repository import ConfigEdit, repository_variant, set_parameter
 from harness.server import running_server
 from perf.ceiling import Batch, serving_tokenizer, tokenize
@@ -76,6 +77,8 @@ BASELINE_WORKLOADS = ("query-8", "short-8")
 LAYOUT_WORKLOADS = ("short-8", "long-8")
 IN_PROCESS_SECONDS = 3.0
 TARGET_OVER_INFINITY = 2.0
+TARGET_OVER_CEILING = 1.15
+CEILING_ENGINE = "ONNX Runtime fp32"
 SINGLE_TEXT_P99_MS = 50.0
 
 Runner = Callable[[Batch], FloatArray]
@@ -317,22 +320,36 @@ def single_text(url: str, served: Served, results: Path) -> SingleText | None:
     return SingleText(one_client, rate, measurement)
 
 
-SERVED_SETUPS: dict[str, tuple[str, dict[str, ConfigEdit], Sequence[Path]]] = {
-    "OpenVINO bf16, 2 instances x 2 streams (shipped)": ("shipped", {}, DEFAULT_REPOSITORIES),
-    "ONNX Runtime fp32, 2 instances x 1 thread": (
-        "onnxruntime",
-        {},
-        (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY),
+Setup = tuple[str, dict[str, ConfigEdit], Sequence[Path]]
+# Each CPU embedder served alone, by its repository folder.
+ENGINE_SETUPS: dict[Path, tuple[str, Setup]] = {
+    OPENVINO_CPU_REPOSITORY: (
+        "OpenVINO, 2 instances x 2 streams",
+        ("openvino", {}, (SHARED_REPOSITORY, OPENVINO_CPU_REPOSITORY)),
+    ),
+    ONNX_CPU_REPOSITORY: (
+        "ONNX Runtime fp32, 2 instances x 1 thread",
+        ("onnxruntime", {}, (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)),
     ),
 }
+# The launcher's default first, then the engine it did not choose.
+SHIPPED_SETUP = f"shipped: {ENGINE_SETUPS[DEFAULT_REPOSITORIES[-1]][0]}"
+SERVED_SETUPS: dict[str, Setup] = {
+    SHIPPED_SETUP: ("shipped", {}, DEFAULT_REPOSITORIES),
+    **{
+        name: setup
+        for folder, (name, setup) in ENGINE_SETUPS.items()
+        if folder != DEFAULT_REPOSITORIES[-1]
+    },
+}
 # The layouts the shipped one replaced, on the 8-text workloads.
-LAYOUT_SETUPS: dict[str, tuple[str, dict[str, ConfigEdit], Sequence[Path]]] = {
-    "OpenVINO bf16, 2 instances x 1 stream": (
+LAYOUT_SETUPS: dict[str, Setup] = {
+    "OpenVINO, 2 instances x 1 stream": (
         "ov_2x1",
         {"embedder": set_parameter("streams", "1")},
         (SHARED_REPOSITORY, OPENVINO_CPU_REPOSITORY),
     ),
-    "OpenVINO bf16, 1 instance x 2 streams": (
+    "OpenVINO, 1 instance x 2 streams": (
         "ov_1x2",
         {"embedder": instances(1)},
         (SHARED_REPOSITORY, OPENVINO_CPU_REPOSITORY),
@@ -341,7 +358,7 @@ LAYOUT_SETUPS: dict[str, tuple[str, dict[str, ConfigEdit], Sequence[Path]]] = {
 
 
 def serve_setups(
-    setups: dict[str, tuple[str, dict[str, ConfigEdit], Sequence[Path]]],
+    setups: dict[str, Setup],
     loads: Sequence[Workload],
     workdir: Path,
     results: Path,
@@ -455,7 +472,27 @@ def baseline_markdown(served: Sequence[Served], baselines: Sequence[Baseline]) -
     return "\n".join(lines) + "\n"
 
 
-SHIPPED_SETUP = next(iter(SERVED_SETUPS))
+def ceiling_markdown(served: Sequence[Served], engines: Sequence[EngineRow]) -> str:
+    """The shipped setup's best served rate over ONNX Runtime's plain graph
+    in-process, one single-thread session per core: what a server with no
+    serving overhead of its own reaches on the plain graph."""
+    (ceiling,) = [row for row in engines if row.engine == CEILING_ENGINE]
+    lines = [
+        f"{CEILING_ENGINE} in-process (one single-thread session per core) is the ceiling; "
+        f"target: served >= {TARGET_OVER_CEILING:g}x of it.",
+        "",
+        "| workload | shipped best texts/s | ceiling texts/s | shipped / ceiling |",
+        "|---|---|---|---|",
+    ]
+    for row in served:
+        rate = ceiling.texts_per_s.get(row.workload.name)
+        if row.setup != SHIPPED_SETUP or row.best is None or not rate:
+            continue
+        lines.append(
+            f"| {row.workload.name} | {row.best.infer_per_sec:.1f} | {rate:.1f} | "
+            f"{row.best.infer_per_sec / rate:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def single_text_markdown(single: SingleText | None, ceiling: float | None) -> str:
@@ -499,22 +536,6 @@ def single_text_markdown(single: SingleText | None, ceiling: float | None) -> st
     return "\n".join(lines) + "\n"
 
 
-def processor() -> str:
-    """The processor's name and the bfloat16 instructions it has, which
-    decide how far bf16 leads float32 (AMX runs bf16 matrix products in
-    tiles, AVX512_BF16 in vectors)."""
-    # The first processor's block; every core of these machines is alike.
-    first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
-    fields = {
-        key.strip(): value.strip()
-        for key, _, value in (line.partition(":") for line in first.splitlines())
-    }
-    flags = set(fields.get("flags", "").split())
-    bf16 = [flag for flag in ("avx512_bf16", "amx_bf16") if flag in flags]
-    name = fields.get("model name", "unknown")
-    return f"{name}, {', '.join(bf16) if bf16 else 'no bfloat16 instructions'}"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -532,13 +553,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     sentences = [text for kind, count in COSINE_TEXTS.items() for text in texts(kind, count)]
     openvino_record = json.loads((OPENVINO_MODEL_DIR / "export.json").read_text())["openvino"]
     model_xml = OPENVINO_MODEL_DIR / "model.xml"
-    int8 = build_graphs(["int8"])["int8"]
+    graphs = build_graphs(["fused", "int8"])
     engines = [
-        onnxruntime_engine("ONNX Runtime fp32", ONNX_MODEL_DIR / "model.onnx"),
-        onnxruntime_engine("ONNX Runtime int8 (dynamic)", int8.model_path),
+        onnxruntime_engine(CEILING_ENGINE, ONNX_MODEL_DIR / "model.onnx"),
+        onnxruntime_engine("ONNX Runtime fp32, fused graph", graphs["fused"].model_path),
+        onnxruntime_engine("ONNX Runtime int8 (dynamic)", graphs["int8"].model_path),
         openvino_engine("OpenVINO fp32", model_xml, "f32", workers),
-        openvino_engine("OpenVINO bf16", model_xml, "bf16", workers),
     ]
+    if this_processor().has_bf16:
+        engines.append(openvino_engine("OpenVINO bf16", model_xml, "bf16", workers))
     model_dir = json.loads((ONNX_MODEL_DIR / "export.json").read_text())["model_dir"]
     with tempfile.TemporaryDirectory(prefix="quantize_") as work:
         int8_ir = quantize_openvino(Path(work))
@@ -552,10 +575,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
         )
     engine_rows = compare_engines(engines, loads, model_dir, sentences, workers)
-    pairs = {
-        SHIPPED_SETUP: f"OpenVINO {openvino_record['precision']}",
-        "ONNX Runtime fp32, 2 instances x 1 thread": "ONNX Runtime fp32",
+    in_process = {
+        OPENVINO_CPU_REPOSITORY: f"OpenVINO {openvino_record['precision']}",
+        ONNX_CPU_REPOSITORY: CEILING_ENGINE,
     }
+    pairs = {name: in_process[folder] for folder, (name, _) in ENGINE_SETUPS.items()}
+    pairs[SHIPPED_SETUP] = in_process[DEFAULT_REPOSITORIES[-1]]
     with tempfile.TemporaryDirectory(prefix="cpu_engines_") as work:
         workdir = Path(work)
         served, single = serve_setups(SERVED_SETUPS, loads, workdir, raw)
@@ -582,9 +607,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     report = "\n".join(
         [
-            "# CPU engines (2-core reference machine)",
+            "# CPU engines (2-core machine)",
             "",
-            f"Processor: {processor()}.",
+            f"Processor: {this_processor().describe()}.",
             "",
             "Generated by `.venv/bin/python -m perf.cpu_engines` in one run; the setups were "
             "measured one after the other on the same texts (perf/workloads.py: queries of "
@@ -597,6 +622,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             "## Engines in-process",
             "",
             engines_markdown(engine_rows, loads, workers),
+            ""
+            if this_processor().has_bf16
+            else "OpenVINO bf16: not measured, this processor has no bfloat16 instructions "
+            "(avx512_bf16, amx_bf16).",
+            "",
             "OpenVINO int8: "
             + (
                 f"not built ({int8_ir})."
@@ -617,6 +647,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "## Served / in-process",
             "",
             efficiency_markdown(served, engine_rows, pairs),
+            "## Against the ONNX Runtime ceiling",
+            "",
+            ceiling_markdown(served, engine_rows),
             "## Against Infinity",
             "",
             baseline_markdown(served, baselines),
@@ -626,7 +659,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 [
                     row
                     for row in served
-                    if row.setup == SHIPPED_SETUP and row.workload.name in LAYOUT_WORKLOADS
+                    if pairs.get(row.setup) == in_process[OPENVINO_CPU_REPOSITORY]
+                    and row.workload.name in LAYOUT_WORKLOADS
                 ]
                 + layouts
             ),

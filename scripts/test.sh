@@ -3,6 +3,8 @@
 # suite (pytest; it also builds and runs the C++ unit tests under ASan/UBSan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Which processor class ran this, so a failure report says where it came from.
+python3 -m harness.processor
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

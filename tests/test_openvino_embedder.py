@@ -22,6 +22,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from harness.processor import this_processor
 from harness.requests import token_inputs
 from harness.server import RunningServer, running_server
 from perf.ceiling import serving_tokenizer, tokenize
@@ -137,6 +138,41 @@ def test_an_unknown_precision_fails_the_load_with_its_name(
     with pytest.raises(InferenceServerException, match="parameter 'precision' is 'fp64'"):
         client.load_model("embedder_bad")
     assert not client.is_model_ready("embedder_bad")
+
+
+@pytest.mark.skipif(
+    not this_processor().has_bf16,
+    reason=f"needs bfloat16 instructions (avx512_bf16 or amx_bf16); this processor is "
+    f"class {this_processor().cls}: the float32 path is tested instead (embedder_f32, and "
+    "test_forcing_bf16_without_bfloat16_fails_the_load_with_the_reason)",
+)
+def test_forced_bf16_keeps_the_cosine_bar(
+    client: grpcclient.InferenceServerClient, repository: Path
+) -> None:
+    _embedder_copy(repository, "embedder_bf16", "bf16")
+    client.load_model("embedder_bf16")
+    try:
+        batch = texts("short", 8) + SAMPLE_TEXTS
+        cosines = np.sum(
+            _embed(client, "embedder_bf16", batch) * sentence_transformers_embed(batch), axis=1
+        )
+        assert cosines.min() >= MIN_COSINE, dict(zip(batch, cosines.tolist(), strict=True))
+    finally:
+        client.unload_model("embedder_bf16")
+
+
+@pytest.mark.skipif(
+    this_processor().has_bf16,
+    reason="this processor has bfloat16: test_forced_bf16_keeps_the_cosine_bar serves it",
+)
+def test_forcing_bf16_without_bfloat16_fails_the_load_with_the_reason(
+    client: grpcclient.InferenceServerClient, repository: Path
+) -> None:
+    _embedder_copy(repository, "embedder_no_bf16", "bf16")
+    with pytest.raises(InferenceServerException, match="this processor has no bfloat16"):
+        client.load_model("embedder_no_bf16")
+    assert not client.is_model_ready("embedder_no_bf16")
+    assert client.is_model_ready("embedder_f32")
 
 
 def test_copies_and_reloads_use_the_model_cache(

@@ -111,10 +111,22 @@ class CpuCgroup:
             except ProcessLookupError:
                 pass
 
-    def throttled_s(self) -> float:
-        """CPU time the quota has withheld so far (cpu.stat throttled_time)."""
-        stats = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
-        return int(stats["throttled_time"]) / 1e9
+    @property
+    def cpus(self) -> float:
+        return int((self.path / "cpu.cfs_quota_us").read_text()) / CFS_PERIOD_US
+
+    def used_s(self) -> float:
+        """CPU seconds its processes have run so far (user + system, every
+        thread; the cpu controller here keeps no usage of its own)."""
+        ticks = 0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except FileNotFoundError:
+                continue
+            # utime and stime, fields 14 and 15 of proc(5), after the name.
+            ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def remove(self) -> None:
         """Kills what is still inside, then removes the cgroup."""
