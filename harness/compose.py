@@ -27,7 +27,8 @@ from embedding_client.gateway.server import API_KEY_VARIABLE
 
 from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
 from server.health import server_ready
-from server.launch import ADMIN_KEY_VARIABLE, REPO_ROOT
+from server.launch import ADMIN_KEY_VARIABLE
+from server.paths import REPO_ROOT
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 PROFILE = "cpu"

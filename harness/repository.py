@@ -12,7 +12,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from server.launch import DEFAULT_REPOSITORIES
+from server.paths import default_repositories
 
 # Changes the parsed config in place.
 ConfigEdit = Callable[[model_config_pb2.ModelConfig], None]
@@ -32,12 +32,13 @@ def edited(path: Path, edit: ConfigEdit) -> model_config_pb2.ModelConfig:
 def repository_variant(
     target: Path,
     edits: Mapping[str, ConfigEdit],
-    sources: Sequence[Path] = DEFAULT_REPOSITORIES,
+    sources: Sequence[Path] | None = None,
 ) -> Path:
     """Links every file of the `sources` repositories into the one folder
     `target`, except the configs of the models in `edits`, which are written
-    through their edit (without the shipped file's comments)."""
-    for source in sources:
+    through their edit (without the shipped file's comments). `sources`:
+    the default repositories unless given."""
+    for source in sources or default_repositories():
         shutil.copytree(source, target, symlinks=True, copy_function=_link, dirs_exist_ok=True)
     for model, edit in edits.items():
         path = target / model / "config.pbtxt"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from harness.ports import StartError, free_loopback_ports, wait_until_ready
 from server.health import child_pids, server_ready
-from server.launch import ADMIN_KEY_VARIABLE, DEFAULT_REPOSITORIES, REPO_ROOT, Endpoints
+from server.launch import ADMIN_KEY_VARIABLE, Endpoints
+from server.paths import REPO_ROOT, default_repositories
 
 STARTUP_TIMEOUT_S = 180
 SHUTDOWN_TIMEOUT_S = 60
@@ -57,7 +58,7 @@ def free_loopback_endpoints() -> Endpoints:
 @contextmanager
 def running_server(
     log_path: Path,
-    repositories: Sequence[Path] = DEFAULT_REPOSITORIES,
+    repositories: Sequence[Path] | None = None,
     admin_key: str | None = None,
     python: Path | None = None,
 ) -> Iterator[RunningServer]:
@@ -73,7 +74,10 @@ def running_server(
         f"--http-port={endpoints.http_port}",
         f"--grpc-port={endpoints.grpc_port}",
         f"--metrics-port={endpoints.metrics_port}",
-        *(f"--model-repository={repository}" for repository in repositories),
+        *(
+            f"--model-repository={repository}"
+            for repository in (repositories or default_repositories())
+        ),
     ]
     # The launcher reads the admin key from its environment only; one set
     # where the tests run must not restrict a server started without one.

@@ -30,7 +30,7 @@ from harness.server import running_server
 from perf.perf_analyzer import Measurement, PerfAnalyzerError, run_perf_analyzer
 from perf.sweep import Windows
 from perf.workloads import Workload, write_text_input_data, write_token_input_data
-from server.launch import (
+from server.paths import (
     ONNX_MODEL_DIR,
     ONNX_RUNTIME_REPOSITORIES,
     SHARED_REPOSITORY,

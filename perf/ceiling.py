@@ -26,7 +26,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from perf.workloads import Workload
-from server.launch import TOKENIZER_JSON
+from server.paths import TOKENIZER_JSON
 
 IntArray = npt.NDArray[np.int64]
 

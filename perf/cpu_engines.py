@@ -50,16 +50,16 @@ from perf.graphs import (
 from perf.perf_analyzer import Measurement, PerfAnalyzerError, run_perf_analyzer
 from perf.sweep import Target, Windows, concurrency_sweep, input_data
 from perf.workloads import Workload, texts, workload
-from server.launch import (
-    DEFAULT_REPOSITORIES,
+from server.paths import (
     ONNX_CPU_REPOSITORY,
     ONNX_MODEL_DIR,
     OPENVINO_CPU_REPOSITORY,
+    OPENVINO_MODEL_DIR,
     REPO_ROOT,
     SHARED_REPOSITORY,
+    default_repositories,
 )
 
-OPENVINO_MODEL_DIR = OPENVINO_CPU_REPOSITORY / "embedder" / "1"
 OPENVINO_INT8_ROOT = REPO_ROOT / "build" / "graphs" / "openvino_int8"
 WORKLOADS = (("query", 8), ("short", 8), ("long", 8), ("short", 1))
 CONCURRENCY = (1, 2, 4, 8, 16)
@@ -332,16 +332,28 @@ ENGINE_SETUPS: dict[Path, tuple[str, Setup]] = {
         ("onnxruntime", {}, (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)),
     ),
 }
-# The launcher's default first, then the engine it did not choose.
-SHIPPED_SETUP = f"shipped: {ENGINE_SETUPS[DEFAULT_REPOSITORIES[-1]][0]}"
-SERVED_SETUPS: dict[str, Setup] = {
-    SHIPPED_SETUP: ("shipped", {}, DEFAULT_REPOSITORIES),
-    **{
-        name: setup
-        for folder, (name, setup) in ENGINE_SETUPS.items()
-        if folder != DEFAULT_REPOSITORIES[-1]
-    },
-}
+SHIPPED = "shipped: "
+
+
+def served_setups() -> dict[str, Setup]:
+    """The launcher's default first, named SHIPPED + its engine, then the
+    engine it did not choose."""
+    default = default_repositories()
+    name, _ = ENGINE_SETUPS[default[-1]]
+    return {
+        f"{SHIPPED}{name}": ("shipped", {}, default),
+        **{
+            other: setup
+            for folder, (other, setup) in ENGINE_SETUPS.items()
+            if folder != default[-1]
+        },
+    }
+
+
+def is_shipped(row: Served) -> bool:
+    return row.setup.startswith(SHIPPED)
+
+
 # The layouts the shipped one replaced, on the 8-text workloads.
 LAYOUT_SETUPS: dict[str, Setup] = {
     "OpenVINO, 2 instances x 1 stream": (
@@ -452,7 +464,7 @@ def baseline_markdown(served: Sequence[Served], baselines: Sequence[Baseline]) -
         f"shipped best texts/s | shipped / Infinity | target x{TARGET_OVER_INFINITY:g} |",
         "|---|---|---|---|---|---|",
     ]
-    shipped = {row.workload.name: row for row in served if row.setup in SHIPPED_SETUP}
+    shipped = {row.workload.name: row for row in served if is_shipped(row)}
     for baseline in baselines:
         best = baseline.best
         ours = shipped.get(baseline.workload.name)
@@ -486,7 +498,7 @@ def ceiling_markdown(served: Sequence[Served], engines: Sequence[EngineRow]) -> 
     ]
     for row in served:
         rate = ceiling.texts_per_s.get(row.workload.name)
-        if row.setup != SHIPPED_SETUP or row.best is None or not rate:
+        if not is_shipped(row) or row.best is None or not rate:
             continue
         lines.append(
             f"| {row.workload.name} | {row.best.infer_per_sec:.1f} | {rate:.1f} | "
@@ -580,10 +592,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         ONNX_CPU_REPOSITORY: CEILING_ENGINE,
     }
     pairs = {name: in_process[folder] for folder, (name, _) in ENGINE_SETUPS.items()}
-    pairs[SHIPPED_SETUP] = in_process[DEFAULT_REPOSITORIES[-1]]
+    setups = served_setups()
+    shipped_setup = next(iter(setups))
+    pairs[shipped_setup] = in_process[default_repositories()[-1]]
     with tempfile.TemporaryDirectory(prefix="cpu_engines_") as work:
         workdir = Path(work)
-        served, single = serve_setups(SERVED_SETUPS, loads, workdir, raw)
+        served, single = serve_setups(setups, loads, workdir, raw)
         layouts, _ = serve_setups(
             LAYOUT_SETUPS,
             [load for load in loads if load.name in LAYOUT_WORKLOADS],
@@ -601,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         (
             row.texts_per_s.get("short-1")
             for row in engine_rows
-            if row.engine == pairs[SHIPPED_SETUP]
+            if row.engine == pairs[shipped_setup]
         ),
         None,
     )

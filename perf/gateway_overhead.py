@@ -43,7 +43,7 @@ from embedding_client.transport import OUTPUT, infer_inputs
 from harness.gateway import RunningGateway, running_gateway
 from harness.load import short_texts
 from harness.server import RunningServer, running_server
-from server.launch import REPO_ROOT, TOKENIZER_JSON
+from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 TOKENIZER = TOKENIZER_JSON
 RESULT = REPO_ROOT / "perf" / "results" / "debian12-2core" / "gateway_overhead.md"

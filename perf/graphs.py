@@ -49,7 +49,7 @@ from perf.perf_analyzer import (
 )
 from perf.sweep import Target, input_data
 from perf.workloads import Kind, Workload, texts, workload
-from server.launch import ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
+from server.paths import ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
 
 GraphKind = Literal["plain", "fused", "int8"]
 GRAPH_KINDS: tuple[GraphKind, ...] = ("plain", "fused", "int8")

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from harness.ports import free_loopback_port, wait_until_ready
 from perf.workloads import Workload
-from server.launch import REPO_ROOT
+from server.paths import REPO_ROOT
 
 INFINITY_DIR = REPO_ROOT / "build" / "infinity"
 INFINITY = INFINITY_DIR / "venv" / "bin" / "infinity_emb"

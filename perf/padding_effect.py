@@ -37,7 +37,7 @@ from harness.load import closed_loop, percentile_ms, request_texts, short_texts
 from harness.priority import BULK
 from harness.repository import repository_variant, set_parameter
 from harness.server import RunningServer, running_server
-from server.launch import ONNX_MODEL_DIR, ONNX_RUNTIME_REPOSITORIES, TOKENIZER_JSON
+from server.paths import ONNX_MODEL_DIR, ONNX_RUNTIME_REPOSITORIES, TOKENIZER_JSON
 
 WARMUP_S = 3.0
 

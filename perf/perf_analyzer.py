@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from server.launch import REPO_ROOT
+from server.paths import REPO_ROOT
 
 LAUNCHER = REPO_ROOT / "build" / "perf_analyzer" / "perf_analyzer"
 INSTALL_SCRIPT = "scripts/install_perf_analyzer.sh"

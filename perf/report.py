@@ -44,7 +44,7 @@ from perf.sweep import (
     request_rate_sweep,
 )
 from perf.workloads import Workload, workload
-from server.launch import ONNX_MODEL_DIR, ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
+from server.paths import ONNX_MODEL_DIR, ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
 
 # Loose stability: the 2 cores are shared with perf_analyzer itself.
 WINDOWS = Windows(measurement_ms=4000, stability_percentage=50.0, max_trials=10)

@@ -37,7 +37,7 @@ from harness.robustness import (
     shutdown,
 )
 from harness.server import running_server
-from server.launch import DEFAULT_REPOSITORIES
+from server.paths import default_repositories
 
 
 def _latency_cell(outcomes: Sequence[Outcome]) -> str:
@@ -135,7 +135,7 @@ def _shedding_rows(setup: str, result: SheddingResult) -> list[str]:
 
 def shedding_report(workdir: Path, seconds: float) -> list[str]:
     setups: dict[str, Sequence[Path]] = {
-        "shipped: admission at the tokenizer": DEFAULT_REPOSITORIES,
+        "shipped: admission at the tokenizer": default_repositories(),
         "before: no admission": [
             repository_variant(workdir / "no_door", {"tokenizer": _without_the_door})
         ],

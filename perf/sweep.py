@@ -41,7 +41,7 @@ from perf.workloads import (
     write_text_input_data,
     write_token_input_data,
 )
-from server.launch import REPO_ROOT
+from server.paths import REPO_ROOT
 
 INPUT_DIR = REPO_ROOT / "build" / "perf_inputs"
 RATE_LEVELS = 4  # Poisson rates at 1/4, 2/4, 3/4 and 4/4 of the best request rate

@@ -26,7 +26,7 @@ from typing import Literal
 
 from tokenizers import Tokenizer
 
-from server.launch import TOKENIZER_JSON
+from server.paths import TOKENIZER_JSON
 
 Kind = Literal["query", "short", "long"]
 TARGET_TOKENS: dict[Kind, int] = {"query": 14, "short": 50, "long": 512}

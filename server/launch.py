@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -38,47 +37,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from server.paths import (
+    BACKEND_DIRECTORY,
+    REPO_ROOT,
+    SERIALIZER_BACKEND,
+    SERIALIZER_FILE,
+    SERIALIZER_LIBRARY,
+    default_repositories,
+)
 from server.shutdown import drain
 from server.watchdog import StubWatchdog
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-MODEL_REPOSITORY = REPO_ROOT / "model_repository"
-# The tokenizer, serializer and ensembles, shared by every deployment; each
-# embedder variant (ONNX on CPU, TensorRT or PyTorch on GPU) has its own
-# folder, and a server gets the shared folder plus one of them.
-SHARED_REPOSITORY = MODEL_REPOSITORY / "shared"
-ONNX_CPU_REPOSITORY = MODEL_REPOSITORY / "onnx_cpu"
-OPENVINO_CPU_REPOSITORY = MODEL_REPOSITORY / "openvino_cpu"
-
-
-def default_cpu_embedder() -> Path:
-    """The CPU embedder folder to serve: OpenVINO where its export measured
-    it faster than ONNX Runtime on this machine at the cosine bar
-    (export/export_openvino.py), ONNX Runtime otherwise."""
-    record = OPENVINO_CPU_REPOSITORY / "embedder" / "1" / "export.json"
-    if (
-        not record.exists()
-        or not (OPENVINO_CPU_REPOSITORY / "embedder" / "1" / "model.xml").exists()
-    ):
-        return ONNX_CPU_REPOSITORY
-    openvino = json.loads(record.read_text()).get("openvino", {})
-    return (
-        OPENVINO_CPU_REPOSITORY
-        if openvino.get("faster_engine") == "openvino"
-        else ONNX_CPU_REPOSITORY
-    )
-
-
-DEFAULT_REPOSITORIES = (SHARED_REPOSITORY, default_cpu_embedder())
-# The ONNX Runtime deployment, which perf/report.py and its parts analyse.
-ONNX_RUNTIME_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)
-TOKENIZER_JSON = SHARED_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
-ONNX_MODEL_DIR = ONNX_CPU_REPOSITORY / "embedder" / "1"
-SERIALIZER_BACKEND = "embedding_serializer"
-SERIALIZER_FILE = f"libtriton_{SERIALIZER_BACKEND}.so"
-SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / SERIALIZER_FILE
-BACKEND_DIRECTORY = REPO_ROOT / "build" / "triton_backends"
-
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 # How long requests in flight get to finish after SIGTERM (Triton's default
@@ -200,7 +168,7 @@ def installed_triton(home: Path) -> Triton:
 def server_command(
     triton: Triton,
     endpoints: Endpoints,
-    repositories: Sequence[Path] = DEFAULT_REPOSITORIES,
+    repositories: Sequence[Path] | None = None,
     admin_key: str | None = None,
     model_config_name: str | None = None,
 ) -> list[str]:
@@ -216,7 +184,10 @@ def server_command(
     )
     return [
         str(triton.executable),
-        *(f"--model-repository={repository}" for repository in repositories),
+        *(
+            f"--model-repository={repository}"
+            for repository in (repositories or default_repositories())
+        ),
         f"--backend-directory={triton.backend_directory}",
         f"--http-address={endpoints.host}",
         f"--http-port={endpoints.http_port}",
@@ -285,7 +256,7 @@ def argument_parser() -> argparse.ArgumentParser:
         type=Path,
         action="append",
         help="a model repository folder; repeat for several "
-        f"(default: {' and '.join(str(p.relative_to(REPO_ROOT)) for p in DEFAULT_REPOSITORIES)})",
+        f"(default: {' and '.join(str(p.relative_to(REPO_ROOT)) for p in default_repositories())})",
     )
     parser.add_argument(
         "--model-config-name",
@@ -309,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as error:
         parser.error(str(error))
     endpoints = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
-    repositories = [path.resolve() for path in args.model_repository or DEFAULT_REPOSITORIES]
+    repositories = [path.resolve() for path in args.model_repository or default_repositories()]
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
     command = server_command(triton, endpoints, repositories, admin_key, args.model_config_name)
     print(

@@ -20,7 +20,7 @@ from harness.server import RunningServer, running_server
 from perf.ablation import naive_repository, one_instance_all_cores
 from perf.capacity import RatePoint, capacity_at
 from perf.perf_analyzer import Measurement, StageTimes
-from server.launch import ONNX_CPU_REPOSITORY
+from server.paths import ONNX_CPU_REPOSITORY
 
 
 @pytest.fixture(scope="module")

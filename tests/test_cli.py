@@ -13,7 +13,7 @@ import pytest
 from embedding_client import EmbeddingClient
 
 from harness.server import RunningServer
-from server.launch import TOKENIZER_JSON
+from server.paths import TOKENIZER_JSON
 
 EMBED = Path(sys.executable).parent / "embed"
 TOKENIZER = TOKENIZER_JSON

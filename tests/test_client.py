@@ -24,7 +24,7 @@ from embedding_requests import SAMPLE_TEXTS, embed_float32
 
 from harness.ports import free_loopback_port
 from harness.server import RunningServer
-from server.launch import TOKENIZER_JSON
+from server.paths import TOKENIZER_JSON
 
 TOKENIZER = TOKENIZER_JSON
 ATOL = 1e-6

@@ -25,15 +25,8 @@ import yaml
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
 from harness.helm import CHART, HELM
-from server.launch import (
-    ADMIN_KEY_VARIABLE,
-    EXIT_TIMEOUT_S,
-    REPO_ROOT,
-    SERIALIZER_BACKEND,
-    SERIALIZER_FILE,
-    SERIALIZER_LIBRARY,
-    argument_parser,
-)
+from server.launch import ADMIN_KEY_VARIABLE, EXIT_TIMEOUT_S, argument_parser
+from server.paths import REPO_ROOT, SERIALIZER_BACKEND, SERIALIZER_FILE, SERIALIZER_LIBRARY
 from server.watchdog import STOP_TIMEOUT_S
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"

@@ -52,7 +52,8 @@ from harness.priority import BULK
 from harness.requests import text_inputs
 from harness.server import post_status
 from server.health import child_pids
-from server.launch import ADMIN_KEY_HEADER, REPO_ROOT
+from server.launch import ADMIN_KEY_HEADER
+from server.paths import REPO_ROOT
 
 pytestmark = pytest.mark.container
 

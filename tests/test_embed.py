@@ -24,7 +24,7 @@ from tokenizers import Tokenizer
 from harness.priority import BULK
 from harness.requests import text_inputs, token_inputs
 from harness.server import RunningServer
-from server.launch import OPENVINO_CPU_REPOSITORY, TOKENIZER_JSON, default_cpu_embedder
+from server.paths import OPENVINO_CPU_REPOSITORY, TOKENIZER_JSON, default_cpu_embedder
 
 DIMS = 384
 # The cosine bar every served precision keeps against sentence-transformers.

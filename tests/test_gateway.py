@@ -26,7 +26,7 @@ from tritonclient.utils import InferenceServerException
 from harness.gateway import RunningGateway, running_gateway
 from harness.ports import free_loopback_port
 from harness.server import RunningServer
-from server.launch import TOKENIZER_JSON
+from server.paths import TOKENIZER_JSON
 
 TOKENIZER = TOKENIZER_JSON
 MODEL = "all-MiniLM-L6-v2"

@@ -18,7 +18,7 @@ import pytest
 
 from perf.gpu.report import load_runs, render
 from perf.gpu.served import ServerSetup
-from server.launch import REPO_ROOT
+from server.paths import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "gpu_kit.sh"
 ARCHIVE = REPO_ROOT / "build" / "gpu_kit" / "gpu_kit.tar.xz"

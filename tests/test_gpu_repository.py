@@ -20,7 +20,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from server.launch import MODEL_REPOSITORY, ONNX_MODEL_DIR, REPO_ROOT, SHARED_REPOSITORY
+from server.paths import MODEL_REPOSITORY, ONNX_MODEL_DIR, REPO_ROOT, SHARED_REPOSITORY
 
 TENSORRT_EMBEDDER = MODEL_REPOSITORY / "tensorrt_gpu" / "embedder"
 TENSORRT_ENGINE = MODEL_REPOSITORY / "tensorrt_gpu" / "embedder_engine"

@@ -38,7 +38,8 @@ from harness.helm import (
     lint_chart,
     render_chart,
 )
-from server.launch import ADMIN_KEY_VARIABLE, EXIT_TIMEOUT_S, REPO_ROOT, argument_parser
+from server.launch import ADMIN_KEY_VARIABLE, EXIT_TIMEOUT_S, argument_parser
+from server.paths import REPO_ROOT
 from server.watchdog import STOP_TIMEOUT_S
 
 KUBERNETES_VERSION = "1.37.0"

@@ -25,12 +25,12 @@ from server.health import child_pids, python_stubs, server_ready
 from server.launch import (
     ADMIN_KEY_HEADER,
     ADMIN_KEY_VARIABLE,
-    REPO_ROOT,
     Endpoints,
     installed_triton,
     server_command,
     wheel_triton,
 )
+from server.paths import REPO_ROOT
 from server.watchdog import RETRY_MAX_S, ReloadBackoff, retry_delays
 
 STARTUP_TIMEOUT_S = 180.0

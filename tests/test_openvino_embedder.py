@@ -27,8 +27,8 @@ from harness.requests import token_inputs
 from harness.server import RunningServer, running_server
 from perf.ceiling import serving_tokenizer, tokenize
 from perf.workloads import texts
-from server import launch
-from server.launch import OPENVINO_CPU_REPOSITORY
+from server import paths
+from server.paths import OPENVINO_CPU_REPOSITORY
 from tests.conftest import sentence_transformers_embed
 from tests.embedding_requests import SAMPLE_TEXTS
 
@@ -200,14 +200,14 @@ def test_the_launcher_serves_the_engine_the_export_measured_faster(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     expected = (
-        launch.OPENVINO_CPU_REPOSITORY
+        paths.OPENVINO_CPU_REPOSITORY
         if RECORD["faster_engine"] == "openvino"
-        else launch.ONNX_CPU_REPOSITORY
+        else paths.ONNX_CPU_REPOSITORY
     )
-    assert launch.default_cpu_embedder() == expected
-    assert launch.DEFAULT_REPOSITORIES[1] == expected
+    assert paths.default_cpu_embedder() == expected
+    assert paths.default_repositories()[1] == expected
     # Without a complete OpenVINO export, ONNX Runtime serves.
     partial = tmp_path / "openvino_cpu"
     shutil.copytree(OPENVINO_CPU_REPOSITORY, partial, ignore=shutil.ignore_patterns("model.xml"))
-    monkeypatch.setattr(launch, "OPENVINO_CPU_REPOSITORY", partial)
-    assert launch.default_cpu_embedder() == launch.ONNX_CPU_REPOSITORY
+    monkeypatch.setattr(paths, "OPENVINO_CPU_REPOSITORY", partial)
+    assert paths.default_cpu_embedder() == paths.ONNX_CPU_REPOSITORY

@@ -32,7 +32,7 @@ from perf.sweep import (
     request_rate_sweep,
 )
 from perf.workloads import workload
-from server.launch import TOKENIZER_JSON
+from server.paths import TOKENIZER_JSON
 
 STEPS = ["embedder", "serializer", "tokenizer"]
 # Short windows and a loose stability bound: this checks the tooling, not

@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from harness.server import RunningServer, running_server
-from server.launch import SHARED_REPOSITORY
+from server.paths import SHARED_REPOSITORY
 
 SHIPPED_CONFIG = SHARED_REPOSITORY / "serializer" / "config.pbtxt"
 EMBEDDING_TYPE = 'name: "EMBEDDING"\n    data_type: TYPE_FP32'

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
-from server.launch import REPO_ROOT
+from server.paths import REPO_ROOT
 
 SOURCE = REPO_ROOT / "backends" / "embedding_serializer"
 BUILD = REPO_ROOT / "build" / "serializer-sanitized"

@@ -28,7 +28,7 @@ from export.export_tensorrt import RECORD_LIMITS
 from harness.repository import read_config, set_parameter
 from harness.requests import token_inputs
 from harness.server import RunningServer, running_server
-from server.launch import MODEL_REPOSITORY, ONNX_MODEL_DIR, SHARED_REPOSITORY, TOKENIZER_JSON
+from server.paths import MODEL_REPOSITORY, ONNX_MODEL_DIR, SHARED_REPOSITORY, TOKENIZER_JSON
 
 ENGINE = "embedder_engine"
 DIMS = 384

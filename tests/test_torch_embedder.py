@@ -28,7 +28,7 @@ from tritonclient.utils import InferenceServerException
 from harness.repository import repository_variant
 from harness.requests import token_inputs
 from harness.server import running_server
-from server.launch import (
+from server.paths import (
     MODEL_REPOSITORY,
     ONNX_MODEL_DIR,
     REPO_ROOT,

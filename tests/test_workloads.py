@@ -19,7 +19,7 @@ from perf.workloads import (
     write_text_input_data,
     write_token_input_data,
 )
-from server.launch import SHARED_REPOSITORY, TOKENIZER_JSON
+from server.paths import SHARED_REPOSITORY, TOKENIZER_JSON
 
 MODEL_MAX_TOKENS = 256
 

@@ -30,7 +30,8 @@ from harness.helm import HELM, BalancerPorts, Endpoint, envoy_config
 from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
 from harness.repository import repository_variant
 from server.health import STUB_NAME, server_ready
-from server.launch import ADMIN_KEY_VARIABLE, REPO_ROOT, Endpoints
+from server.launch import ADMIN_KEY_VARIABLE, Endpoints
+from server.paths import REPO_ROOT
 
 CPU_CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 # Kubernetes' CFS period: a limit of 0.5 CPU is 50 ms of CPU time per 100 ms.

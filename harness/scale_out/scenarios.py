@@ -21,7 +21,7 @@ from harness.repository import read_config
 from harness.scale_out.autoscaling import Autoscaling
 from harness.scale_out.cluster import NAMESPACE, Cluster, Replica, wait_for
 from harness.scale_out.load import TEXTS_PER_REQUEST, BackgroundLoad, RouteWatch
-from server.launch import SHARED_REPOSITORY
+from server.paths import SHARED_REPOSITORY
 
 REPLICAS = 3
 # A replica is a node of 0.3 CPU on one vCPU (cluster.vcpu_layout): with

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from perf.gpu.models import VOCAB_SIZE, BertShape, dense_peak_flops
-from server.launch import MODEL_REPOSITORY
+from server.paths import MODEL_REPOSITORY
 
 ENCODER_FILE = MODEL_REPOSITORY / "torch_gpu" / "embedder" / "1" / "sentence_encoder.py"
 WARMUP = 3

@@ -3,7 +3,7 @@ serve the ensemble with the PyTorch embedder on a real Triton and measure it,
 in one xz archive (`scripts/gpu_kit.sh pack`; run from `.venv`).
 
 The archive unpacks into a tree laid out like this repository, so the
-project's own paths (server.launch's REPO_ROOT) hold inside it:
+project's own paths (server/paths.py's REPO_ROOT) hold inside it:
 
 - the project code the run needs: server/, harness/, perf/ (without its results),
   the shared and torch_gpu model repositories, the exported tokenizer.json;
@@ -33,7 +33,7 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from server.launch import REPO_ROOT, SERIALIZER_LIBRARY, TOKENIZER_JSON
+from server.paths import REPO_ROOT, SERIALIZER_LIBRARY, TOKENIZER_JSON
 
 KIT_DIR = REPO_ROOT / "build" / "gpu_kit"
 ARCHIVE = KIT_DIR / "gpu_kit.tar.xz"

@@ -34,7 +34,7 @@ from perf.gpu.models import MAX_POSITIONS, SHAPES, write_random_bert
 from perf.gpu.pack import KIT_RECORD
 from perf.gpu.report import headline, render
 from perf.gpu.served import Device, ServerSetup, serve_and_measure
-from server.launch import REPO_ROOT, TOKENIZER_JSON
+from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 # Around the shipped GPU setup (4 embedder instances, 8 tokenizer
 # instances, 256 rows): what perf/results/h100/README.md leaves to measure.

@@ -32,7 +32,7 @@ from harness.server import RunningServer, running_server
 from perf.gpu.models import reference_embeddings
 from perf.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 from perf.workloads import Kind, workload, write_text_input_data
-from server.launch import MODEL_REPOSITORY, SHARED_REPOSITORY
+from server.paths import MODEL_REPOSITORY, SHARED_REPOSITORY
 
 Device = Literal["cuda", "cpu"]
 TORCH_EMBEDDER = MODEL_REPOSITORY / "torch_gpu" / "embedder"

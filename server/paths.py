@@ -1,0 +1,50 @@
+"""Where the project's files are: the model repository and its folders, the
+files the export writes into them, and the C++ serializer backend as
+scripts/setup.sh builds it. The launcher, the harness, perf/ and the tests
+read every path from here; nothing else spells them. Standard library only:
+the launcher runs on it alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MODEL_REPOSITORY = REPO_ROOT / "model_repository"
+# The tokenizer, serializer and ensembles, shared by every deployment; each
+# embedder variant (ONNX Runtime or OpenVINO on CPU, TensorRT or PyTorch on
+# GPU) has its own folder, and a server gets the shared folder plus one.
+SHARED_REPOSITORY = MODEL_REPOSITORY / "shared"
+ONNX_CPU_REPOSITORY = MODEL_REPOSITORY / "onnx_cpu"
+OPENVINO_CPU_REPOSITORY = MODEL_REPOSITORY / "openvino_cpu"
+# The ONNX Runtime deployment, which perf/report.py and its parts analyse.
+ONNX_RUNTIME_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)
+TOKENIZER_JSON = SHARED_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+ONNX_MODEL_DIR = ONNX_CPU_REPOSITORY / "embedder" / "1"
+OPENVINO_MODEL_DIR = OPENVINO_CPU_REPOSITORY / "embedder" / "1"
+SERIALIZER_BACKEND = "embedding_serializer"
+SERIALIZER_FILE = f"libtriton_{SERIALIZER_BACKEND}.so"
+SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / SERIALIZER_FILE
+BACKEND_DIRECTORY = REPO_ROOT / "build" / "triton_backends"
+
+
+def default_cpu_embedder() -> Path:
+    """The CPU embedder folder to serve: OpenVINO where its export measured
+    it faster than ONNX Runtime on this machine at the cosine bar
+    (export/export_openvino.py), ONNX Runtime otherwise."""
+    version = OPENVINO_CPU_REPOSITORY / "embedder" / "1"
+    record = version / "export.json"
+    if not record.exists() or not (version / "model.xml").exists():
+        return ONNX_CPU_REPOSITORY
+    openvino = json.loads(record.read_text()).get("openvino", {})
+    return (
+        OPENVINO_CPU_REPOSITORY
+        if openvino.get("faster_engine") == "openvino"
+        else ONNX_CPU_REPOSITORY
+    )
+
+
+def default_repositories() -> tuple[Path, Path]:
+    """What a server serves unless told otherwise: the shared folder and the
+    default CPU embedder, read from the export's record when asked."""
+    return SHARED_REPOSITORY, default_cpu_embedder()
