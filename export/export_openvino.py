@@ -54,7 +54,7 @@ TIMING_SECONDS = 1.0
 # At equal one-thread speed the OpenVINO embedder serves faster: it runs a request's groups on
 # both cores (its streams), the ONNX Runtime embedder on one. On an AVX2-only processor, where
 # the two engines ran within 3% of each other in-process, OpenVINO served short-8 at one
-# client at 103 texts/s against 60, and long-8 at 22.6 against 18.9
+# client at 130 texts/s against 72, and long-8 at 23.3 against 11.4
 # (perf/results/debian12-2core-zen3-avx2/cpu_engines.md).
 ONNX_RUNTIME_MARGIN = 1.05
 TIMING_ROUNDS = 2
