@@ -39,10 +39,6 @@ class Processor:
     def has_bf16(self) -> bool:
         return bool({"avx512_bf16", "amx_bf16"} & self.flags)
 
-    @property
-    def has_vnni(self) -> bool:
-        return bool({"avx512_vnni", "avx_vnni"} & self.flags)
-
     def describe(self) -> str:
         named = [flag for flag in NAMED_FLAGS if flag in self.flags]
         return (
