@@ -42,6 +42,7 @@ from harness.scale_out.scenarios import (
     OVERLOAD_DEADLINE_S,
     OVERLOAD_MULTIPLE,
     PROBE_CLIENTS,
+    QUOTA_ALIKE_SHARE,
     QUOTA_HELD_SHARE,
     REPLICAS,
     STEADY_SHARE_OF_TWO,
@@ -169,8 +170,9 @@ def throughput_lines(measured: Throughputs) -> list[str]:
         f"runs. Texts/s: the requests answered over about {results[0].seconds:.0f} s after a "
         "3 s warm-up, from one answer to another (a replica answers a batch of requests at "
         "once). Quota used: the CPU time each replica's processes ran over its quota for the "
-        f"same time (bound >= {QUOTA_HELD_SHARE:.0%} each): the replicas, not their "
-        "neighbours, the balancer or the load generator, were the limit. Texts per CPU "
+        f"same time (bounds: >= {QUOTA_HELD_SHARE:.0%} together, so the replicas, not the "
+        "balancer or the load generator, were the limit; each >= "
+        f"{QUOTA_ALIKE_SHARE:.0%} of the busiest one's, so they were loaded alike). Texts per CPU "
         "second: the texts/s over the CPU the replicas ran (bound: at least "
         f"{MIN_SCALING_EFFICIENCY:.0%} of one replica's, so the balancer left none idle).",
         "",

@@ -28,20 +28,32 @@ SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / SERIALIZER_FILE
 BACKEND_DIRECTORY = REPO_ROOT / "build" / "triton_backends"
 
 
-def default_cpu_embedder() -> Path:
-    """The CPU embedder folder to serve: OpenVINO where its export measured
-    it faster than ONNX Runtime on this machine at the cosine bar
-    (export/export_openvino.py), ONNX Runtime otherwise."""
-    version = OPENVINO_CPU_REPOSITORY / "embedder" / "1"
+# Where scripts/serve.sh exports a catalog's models that have a folder of
+# their own (one repository-shaped folder per model, as export/ writes it),
+# and the repository it serves, written from the catalog at each start.
+EXPORTS = REPO_ROOT / "build" / "exports"
+SERVED_REPOSITORY = REPO_ROOT / "build" / "served"
+# The CPU embedder folder of each engine, in MODEL_REPOSITORY and in every
+# export.
+ENGINE_FOLDERS = {"onnxruntime": "onnx_cpu", "openvino": "openvino_cpu"}
+
+
+def faster_cpu_engine(export_root: Path) -> str:
+    """The CPU engine to serve the model exported under `export_root`:
+    OpenVINO where its export measured it faster than ONNX Runtime on this
+    machine at the cosine bar (export/export_openvino.py), ONNX Runtime
+    otherwise."""
+    version = export_root / ENGINE_FOLDERS["openvino"] / "embedder" / "1"
     record = version / "export.json"
     if not record.exists() or not (version / "model.xml").exists():
-        return ONNX_CPU_REPOSITORY
+        return "onnxruntime"
     openvino = json.loads(record.read_text()).get("openvino", {})
-    return (
-        OPENVINO_CPU_REPOSITORY
-        if openvino.get("faster_engine") == "openvino"
-        else ONNX_CPU_REPOSITORY
-    )
+    return "openvino" if openvino.get("faster_engine") == "openvino" else "onnxruntime"
+
+
+def default_cpu_embedder() -> Path:
+    """The packaged model's CPU embedder folder to serve."""
+    return MODEL_REPOSITORY / ENGINE_FOLDERS[faster_cpu_engine(MODEL_REPOSITORY)]
 
 
 def default_repositories() -> tuple[Path, Path]:

@@ -31,13 +31,17 @@ SAMPLE_TEXTS = [
 Client = grpcclient.InferenceServerClient | httpclient.InferenceServerClient
 
 
-def embed_raw(client: Client, texts: list[str], **parameters: Any) -> np.ndarray:
-    """Sends texts to `embed`; returns the [N, bytes] uint8 rows."""
+def embed_raw(
+    client: Client, texts: list[str], model: str = "embed", **parameters: Any
+) -> np.ndarray:
+    """Sends texts to `model`'s text entry point; returns the [N, bytes] uint8 rows."""
     module = grpcclient if isinstance(client, grpcclient.InferenceServerClient) else httpclient
-    result = client.infer("embed", text_inputs(module, texts), parameters=parameters or None)
+    result = client.infer(model, text_inputs(module, texts), parameters=parameters or None)
     return result.as_numpy("EMBEDDING")
 
 
-def embed_float32(client: Client, texts: list[str], **parameters: Any) -> np.ndarray:
-    rows = embed_raw(client, texts, **parameters)
+def embed_float32(
+    client: Client, texts: list[str], model: str = "embed", **parameters: Any
+) -> np.ndarray:
+    rows = embed_raw(client, texts, model, **parameters)
     return np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(texts), -1)

@@ -39,10 +39,14 @@ CPUS_PER_REPLICA = 0.3
 # each stage of a replica has work while another runs.
 PROBE_CLIENTS = 2
 THROUGHPUT_LATENCY_SHARE = 0.5
-# Replicas hold their quota alike when each runs at least this share of it:
-# the replicas, not their neighbours on the vCPU, the balancer or the load
-# generator, are then the limit.
+# The replicas of a run are the limit, not the load generator or the
+# balancer, when together they run at least this share of their quotas; and
+# they are loaded alike when each runs at least this share of the busiest
+# one's. Each replica alone is not held to its quota: the hypervisor's steal
+# on these shared vCPUs took a fifth of one replica's in a CI run, while its
+# neighbours ran 0.86 and 0.89 of theirs.
 QUOTA_HELD_SHARE = 0.8
+QUOTA_ALIKE_SHARE = 0.8
 # The steady load of the faults and the rolling restart: open-loop arrivals
 # at this share of what 2 replicas answered, so that 2 take all of it
 # without shedding while the third is gone, and the traffic it had moves.

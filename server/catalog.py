@@ -1,0 +1,146 @@
+"""The model catalog: one TOML file naming every model one server serves.
+
+    [[models]]
+    name = "all-MiniLM-L6-v2"        # what clients call it: the Triton model, the OpenAI model
+    aliases = ["embed"]              # more names for the same model
+    # path = "models/e5-small"       # a sentence-transformers folder; absent: the packaged MiniLM
+    engine = "auto"                  # auto | onnxruntime | openvino
+    instances = 2                    # embedder instances; absent: its config.pbtxt's count
+
+`models.toml` at the repository root is the default catalog. A catalog that
+cannot be served is refused here, before any export or start, with a
+message naming the entry. Standard library only, like the launcher.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from server.paths import REPO_ROOT
+
+DEFAULT_CATALOG = REPO_ROOT / "models.toml"
+# auto: OpenVINO where its export measured it faster than ONNX Runtime on
+# this machine at the cosine bar, ONNX Runtime otherwise (server.paths).
+ENGINES = ("auto", "onnxruntime", "openvino")
+KEYS = frozenset({"name", "path", "aliases", "engine", "instances"})
+# Triton names a model by its folder: letters, digits, '_', '-' and '.',
+# not starting with '.', and short enough for a metric label.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# The Triton models each catalog name becomes (server/served_repository.py):
+# the text entry point is the name itself.
+TOKENS_SUFFIX = "_tokens"
+TOKENIZER_SUFFIX = ".tokenizer"
+EMBEDDER_SUFFIX = ".embedder"
+# Shared by every model.
+SERIALIZER = "serializer"
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    name: str
+    path: Path | None  # None: the packaged all-MiniLM-L6-v2
+    aliases: tuple[str, ...] = ()
+    engine: str = "auto"
+    instances: int | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name clients may call it by."""
+        return (self.name, *self.aliases)
+
+    @property
+    def tokenizer(self) -> str:
+        return self.name + TOKENIZER_SUFFIX
+
+    @property
+    def embedder(self) -> str:
+        return self.name + EMBEDDER_SUFFIX
+
+    def triton_models(self) -> tuple[str, ...]:
+        """The Triton models this entry adds to a server."""
+        entries = tuple(name + suffix for name in self.names for suffix in ("", TOKENS_SUFFIX))
+        return (*entries, self.tokenizer, self.embedder)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    path: Path
+    models: tuple[CatalogModel, ...]
+
+    def model(self, name: str) -> CatalogModel | None:
+        return next((model for model in self.models if name in model.names), None)
+
+
+def read_catalog(path: Path) -> Catalog | str:
+    """The catalog at `path`, or the message that refuses it."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        return f"catalog {path}: cannot read it ({error.strerror})"
+    except tomllib.TOMLDecodeError as error:
+        return f"catalog {path}: not valid TOML ({error})"
+    tables = document.get("models")
+    if not isinstance(tables, list) or not tables:
+        return f"catalog {path}: no [[models]] entry"
+    models: list[CatalogModel] = []
+    for index, table in enumerate(tables):
+        model = _entry(table, path.parent)
+        if isinstance(model, str):
+            label = table.get("name") if isinstance(table.get("name"), str) else f"#{index + 1}"
+            return f"catalog {path}: entry {label!r}: {model}"
+        models.append(model)
+    clash = _name_clash(models)
+    return f"catalog {path}: {clash}" if clash else Catalog(path, tuple(models))
+
+
+def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
+    unknown = sorted(table.keys() - KEYS)
+    if unknown:
+        return f"unknown keys {unknown} (known: {sorted(KEYS)})"
+    name = table.get("name")
+    if not isinstance(name, str):
+        return "'name' is required and must be a string"
+    aliases = table.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(alias, str) for alias in aliases):
+        return "'aliases' must be a list of strings"
+    for each in (name, *aliases):
+        if not NAME_PATTERN.fullmatch(each):
+            return (
+                f"{each!r} is not a name Triton can serve: letters, digits, '_', '-' and '.', "
+                "starting with a letter or digit, at most 64 characters"
+            )
+    engine = table.get("engine", "auto")
+    if engine not in ENGINES:
+        return f"'engine' is {engine!r}; expected one of {list(ENGINES)}"
+    instances = table.get("instances")
+    if instances is not None and (
+        isinstance(instances, bool) or not isinstance(instances, int) or instances < 1
+    ):
+        return "'instances' must be a positive integer"
+    folder = table.get("path")
+    if folder is None:
+        return CatalogModel(name, None, tuple(aliases), str(engine), instances)
+    if not isinstance(folder, str):
+        return "'path' must be a string"
+    resolved = (base / folder).resolve()
+    if not (resolved / "modules.json").is_file():
+        return f"'path' {resolved} is not a sentence-transformers folder (no modules.json)"
+    return CatalogModel(name, resolved, tuple(aliases), str(engine), instances)
+
+
+def _name_clash(models: list[CatalogModel]) -> str | None:
+    """The first Triton model name two entries would both add, if any."""
+    owners: dict[str, str] = {SERIALIZER: "the shared serializer"}
+    for model in models:
+        for triton_name in model.triton_models():
+            owner = owners.get(triton_name)
+            if owner is not None:
+                return (
+                    f"entry {model.name!r} needs the Triton model {triton_name!r}, "
+                    f"which {owner} has already"
+                )
+            owners[triton_name] = f"entry {model.name!r}"
+    return None

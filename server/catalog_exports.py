@@ -1,0 +1,95 @@
+"""Exports every catalog model whose export is missing or stale.
+
+A model with a folder of its own is exported into EXPORTS/<name>, laid out
+as export/ lays out the model repository (shared/tokenizer/1,
+onnx_cpu/embedder/1, openvino_cpu/embedder/1). The export is stale when the
+folder's files, the export code or the engine changed: their digest is kept
+beside it. The packaged MiniLM is exported by scripts/setup.sh into
+MODEL_REPOSITORY itself. Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from server.catalog import CatalogModel
+from server.paths import ENGINE_FOLDERS, EXPORTS, MODEL_REPOSITORY, REPO_ROOT, faster_cpu_engine
+
+EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
+EXPORT_CODE = tuple(sorted((REPO_ROOT / "export").glob("*.py")))
+DIGEST_FILE = "source.sha256"
+# The lines of a refused export's output that a refusal quotes.
+QUOTED_LINES = 3
+
+
+def export_root(model: CatalogModel) -> Path:
+    return MODEL_REPOSITORY if model.path is None else EXPORTS / model.name
+
+
+def engine_of(model: CatalogModel) -> str:
+    """The engine that serves `model`: its own choice, or for auto what its
+    export measured."""
+    return faster_cpu_engine(export_root(model)) if model.engine == "auto" else model.engine
+
+
+def engine_folder(model: CatalogModel) -> str:
+    return ENGINE_FOLDERS[engine_of(model)]
+
+
+def source_digest(model: CatalogModel) -> str:
+    """The digest of what an export of `model` is made from."""
+    assert model.path is not None
+    digest = hashlib.sha256(model.engine.encode())
+    files = sorted(path for path in model.path.rglob("*") if path.is_file())
+    for path in (*EXPORT_CODE, *files):
+        digest.update(
+            str(path.relative_to(REPO_ROOT if path in EXPORT_CODE else model.path)).encode()
+        )
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _run(step: list[str]) -> str | None:
+    """Runs one export step; the tail of its output when it fails."""
+    done = subprocess.run(step, cwd=REPO_ROOT, capture_output=True, text=True)
+    if done.returncode == 0:
+        return None
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return " | ".join(lines[-QUOTED_LINES:]) or f"exit status {done.returncode}"
+
+
+def ensure_exported(model: CatalogModel, log: list[str]) -> str | None:
+    """Exports `model` unless its export is current; the refusal, naming the
+    entry, when it cannot be exported."""
+    if model.path is None:
+        engines = list(ENGINE_FOLDERS) if model.engine == "auto" else [model.engine]
+        folders = ["shared/tokenizer", *(f"{ENGINE_FOLDERS[e]}/embedder" for e in engines)]
+        missing = [f for f in folders if not (MODEL_REPOSITORY / f / "1" / "export.json").exists()]
+        return (
+            f"entry {model.name!r}: the packaged model's export is missing ({', '.join(missing)}); "
+            "run scripts/setup.sh"
+            if missing
+            else None
+        )
+    root = export_root(model)
+    stamp = root / DIGEST_FILE
+    wanted = source_digest(model)
+    if stamp.exists() and stamp.read_text().strip() == wanted:
+        return None
+    log.append(f"exporting {model.name!r} from {model.path}")
+    script = str(REPO_ROOT / "export" / "export_onnx.py")
+    steps = [[str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]]
+    if model.engine != "onnxruntime":
+        openvino = str(REPO_ROOT / "export" / "export_openvino.py")
+        steps.append([str(EXPORT_PYTHON), openvino, f"--repository={root}"])
+    stamp.unlink(missing_ok=True)
+    for step in steps:
+        refusal = _run(step)
+        if refusal:
+            return f"entry {model.name!r} ({model.path}): export refused: {refusal}"
+    stamp.write_text(wanted + "\n")
+    return None

@@ -1,0 +1,122 @@
+"""The model catalog (server/catalog.py) and the repository written from it
+(server/served_repository.py): what a catalog may say, what it is refused
+for, and the default catalog served by a real tritonserver under today's
+names."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from embedding_requests import SAMPLE_TEXTS, embed_float32
+
+from harness.repository import read_config
+from harness.server import RunningServer, running_server
+from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
+from server.served_repository import prepare
+
+
+def _catalog(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "models.toml"
+    path.write_text(text)
+    return path
+
+
+def _folder(tmp_path: Path, name: str) -> Path:
+    """A folder that looks like a sentence-transformers one to the catalog."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "modules.json").write_text("[]")
+    return folder
+
+
+def test_the_default_catalog_names_the_packaged_minilm_and_todays_names() -> None:
+    catalog = read_catalog(DEFAULT_CATALOG)
+    assert isinstance(catalog, Catalog), catalog
+    (model,) = catalog.models
+    assert model.path is None and model.names == ("all-MiniLM-L6-v2", "embed")
+    assert {"embed", "embed_tokens", "all-MiniLM-L6-v2_tokens"} <= set(model.triton_models())
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('[[models]]\nname = "a"\n[[models]]\nname = "a"\n', ["'a'", "already"]),
+        ('[[models]]\nname = "a"\n[[models]]\nname = "b"\naliases = ["a"]\n', ["'b'", "'a'"]),
+        ('[[models]]\nname = "serializer"\n', ["serializer"]),
+        ('[[models]]\nname = "bad/name"\n', ["'bad/name'", "not a name Triton can serve"]),
+        ('[[models]]\nname = ".hidden"\n', ["'.hidden'", "not a name Triton"]),
+        ('[[models]]\nname = "a"\npath = "nowhere"\n', ["'a'", "nowhere", "modules.json"]),
+        ('[[models]]\nname = "a"\nengine = "cuda"\n', ["'a'", "'engine'", "'cuda'"]),
+        ('[[models]]\nname = "a"\ninstances = 0\n', ["'a'", "'instances'"]),
+        ('[[models]]\nname = "a"\nbatch = 3\n', ["'a'", "unknown keys ['batch']"]),
+        ('[[models]]\npath = "x"\n', ["#1", "'name' is required"]),
+        ("models = 3\n", ["no [[models]] entry"]),
+        ("[[models]\n", ["not valid TOML"]),
+    ],
+)
+def test_a_catalog_that_cannot_be_served_is_refused_naming_the_entry(
+    tmp_path: Path, text: str, named: list[str]
+) -> None:
+    refusal = read_catalog(_catalog(tmp_path, text))
+    assert isinstance(refusal, str), refusal
+    for part in named:
+        assert part in refusal, refusal
+
+
+def test_paths_are_read_from_the_catalogs_folder(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "e5")
+    catalog = read_catalog(_catalog(tmp_path, '[[models]]\nname = "e5"\npath = "e5"\n'))
+    assert isinstance(catalog, Catalog), catalog
+    assert catalog.models[0].path == folder.resolve()
+
+
+def test_a_folder_the_export_cannot_serve_is_refused_at_start(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "maxpool")
+    (folder / "modules.json").write_text(
+        json.dumps([{"idx": 0, "name": "0", "path": "", "type": "some.custom.Module"}])
+    )
+    catalog = _catalog(tmp_path, '[[models]]\nname = "maxpool"\npath = "maxpool"\n')
+    refusal = prepare(catalog, tmp_path / "served")
+    assert isinstance(refusal, str), refusal
+    assert "entry 'maxpool'" in refusal and "some.custom.Module" in refusal, refusal
+    assert not (tmp_path / "served").exists()
+
+
+def test_served_configs_come_from_the_shipped_ones_with_the_models_names(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    catalog = prepare(DEFAULT_CATALOG, served)
+    assert isinstance(catalog, Catalog), catalog
+    tokenizer = read_config(served / "all-MiniLM-L6-v2.tokenizer" / "config.pbtxt")
+    assert tokenizer.parameters["embedder_model"].string_value == "all-MiniLM-L6-v2.embedder"
+    for entry in ("embed", "all-MiniLM-L6-v2", "embed_tokens", "all-MiniLM-L6-v2_tokens"):
+        steps = read_config(served / entry / "config.pbtxt").ensemble_scheduling.step
+        assert [step.model_name for step in steps][-1] == "serializer"
+        assert {step.model_name for step in steps[:-1]} <= {
+            "all-MiniLM-L6-v2.tokenizer",
+            "all-MiniLM-L6-v2.embedder",
+        }
+
+
+@pytest.fixture(scope="module")
+def default_catalog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    workdir = tmp_path_factory.mktemp("default_catalog")
+    catalog = prepare(DEFAULT_CATALOG, workdir / "served")
+    assert isinstance(catalog, Catalog), catalog
+    with running_server(workdir / "tritonserver.log", [workdir / "served"]) as server:
+        yield server
+
+
+def test_the_default_catalog_answers_by_its_name_and_todays(
+    default_catalog_server: RunningServer, reference_embeddings: np.ndarray
+) -> None:
+    client = grpcclient.InferenceServerClient(default_catalog_server.grpc_url)
+    by_alias = embed_float32(client, SAMPLE_TEXTS)
+    by_name = embed_float32(client, SAMPLE_TEXTS, model="all-MiniLM-L6-v2")
+    np.testing.assert_array_equal(by_alias, by_name)
+    cosines = np.sum(by_name * reference_embeddings, axis=1)
+    assert cosines.min() >= 0.9999, cosines
