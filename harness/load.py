@@ -55,11 +55,12 @@ async def send(
     texts: Sequence[str],
     priority: int,
     deadline_s: float,
+    model: str = "embed",
 ) -> Outcome:
     started = time.monotonic()
     try:
         await client.infer(
-            "embed", text_inputs(grpcclient, texts), priority=priority, client_timeout=deadline_s
+            model, text_inputs(grpcclient, texts), priority=priority, client_timeout=deadline_s
         )
     except InferenceServerException as error:
         return Outcome(str(error.status()), started, time.monotonic() - started, error.message())
@@ -72,15 +73,17 @@ async def open_loop(
     rate_per_s: float,
     priority: int = INTERACTIVE,
     deadline_s: float = 5.0,
+    model: str = "embed",
 ) -> list[Outcome]:
-    """Sends requests[i] at time i / rate_per_s, never waiting for answers."""
+    """Sends requests[i] to `model` at time i / rate_per_s, never waiting
+    for answers."""
     async with grpcaio.InferenceServerClient(url) as client:
         loop = asyncio.get_running_loop()
         start = loop.time()
         tasks = []
         for index, texts in enumerate(requests):
             await asyncio.sleep(max(0.0, start + index / rate_per_s - loop.time()))
-            tasks.append(asyncio.create_task(send(client, texts, priority, deadline_s)))
+            tasks.append(asyncio.create_task(send(client, texts, priority, deadline_s, model)))
         return list(await asyncio.gather(*tasks))
 
 
@@ -91,8 +94,10 @@ async def closed_loop(
     seconds: float,
     priority: int = INTERACTIVE,
     deadline_s: float = 30.0,
+    model: str = "embed",
 ) -> list[Outcome]:
-    """`concurrency` workers, each sending its next request when one returns."""
+    """`concurrency` workers, each sending its next request to `model` when
+    one returns."""
     async with grpcaio.InferenceServerClient(url) as client:
         stop_at = time.monotonic() + seconds
         outcomes: list[Outcome] = []
@@ -101,7 +106,7 @@ async def closed_loop(
             index = offset
             while time.monotonic() < stop_at:
                 texts = requests[index % len(requests)]
-                outcomes.append(await send(client, texts, priority, deadline_s))
+                outcomes.append(await send(client, texts, priority, deadline_s, model))
                 index += concurrency
 
         await asyncio.gather(*(worker(offset) for offset in range(concurrency)))

@@ -13,6 +13,7 @@ from model_common.admission import pending_requests
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
 from model_common.rows import Embeddings, embed_in_groups, groups_by_rows, groups_by_tokens
+from model_common.text_options import Prompts, TextOptions, text_options
 from model_common.tokens import TokenLimits, stack_tokens, token_error
 
 DIMS = 384
@@ -184,3 +185,54 @@ def test_embed_in_groups_trims_each_group_and_keeps_row_order() -> None:
     assert seen == [(2, 2), (2, 4)]  # [4], [5, 6] then [1, 2, 3], [7..10]
     np.testing.assert_array_equal(embedding[:, 0], [1, 4, 5, 7])
     np.testing.assert_array_equal(norm[:, 0], [3, 1, 2, 4])
+
+
+E5 = Prompts({"query": "query: ", "passage": "passage: "}, None)
+QWEN = Prompts({"query": "Instruct: search\nQuery: "}, "query")
+
+
+@pytest.mark.parametrize(
+    ("parameters", "prompts", "expected"),
+    [
+        ({}, E5, TextOptions("", True, "right")),
+        ({}, QWEN, TextOptions("Instruct: search\nQuery: ", True, "right")),
+        ({"prompt_name": "passage"}, E5, TextOptions("passage: ", True, "right")),
+        ({"input_type": "document"}, E5, TextOptions("passage: ", True, "right")),
+        ({"input_type": "document"}, QWEN, TextOptions("", True, "right")),
+        ({"input_type": "query"}, QWEN, TextOptions("Instruct: search\nQuery: ", True, "right")),
+        (
+            {"truncate": False, "truncation_direction": "left"},
+            E5,
+            TextOptions("", False, "left"),
+        ),
+        (
+            {"prompt_name": "doc"},
+            E5,
+            "invalid_parameter 'prompt_name': unknown prompt 'doc'; the model's prompts: "
+            "passage, query",
+        ),
+        ({"prompt_name": 3}, E5, "invalid_parameter 'prompt_name': must be a string"),
+        (
+            {"prompt_name": "query", "input_type": "query"},
+            E5,
+            "invalid_parameter 'prompt_name': give prompt_name or input_type, not both",
+        ),
+        (
+            {"input_type": "code"},
+            E5,
+            "invalid_parameter 'input_type': unknown input_type 'code' (expected one of query, "
+            "document)",
+        ),
+        ({"truncate": "no"}, E5, "invalid_parameter 'truncate': must be a boolean"),
+        (
+            {"truncation_direction": "up"},
+            E5,
+            "invalid_parameter 'truncation_direction': unknown direction 'up' (expected right "
+            "or left)",
+        ),
+    ],
+)
+def test_text_options(
+    parameters: dict[str, object], prompts: Prompts, expected: TextOptions | str
+) -> None:
+    assert text_options(parameters, prompts, truncate_default=True) == expected
