@@ -60,6 +60,10 @@ ENV PATH=/opt/venv/bin:$PATH
 # build/serializer/, through the backend folder build/triton_backends/.
 WORKDIR /opt/embedding
 COPY server /opt/embedding/server
+# The default catalog, served from the model repository mounted at /models,
+# which the launcher finds as its REPO_ROOT/model_repository.
+COPY models.toml /opt/embedding/models.toml
+RUN ln -s /models /opt/embedding/model_repository
 COPY --from=serializer /build/libtriton_embedding_serializer.so \
      /opt/embedding/build/serializer/libtriton_embedding_serializer.so
 # The launcher makes that backend folder's links on every start and leaves
@@ -74,8 +78,8 @@ USER triton
 EXPOSE 8000 8001 8002 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=2)"]
-# The OpenVINO embedder: in bfloat16 where the export checked it and the
-# processor has it, float32 elsewhere (ONNX Runtime's speed there:
-# perf/results/*/cpu_engines.md). --model-repository=/models/onnx_cpu
-# instead of it serves ONNX Runtime.
-CMD ["python3", "-m", "server.launch", "--host=0.0.0.0", "--model-repository=/models/shared", "--model-repository=/models/openvino_cpu"]
+# The catalog (models.toml): its packaged model on the engine its export
+# measured faster (OpenVINO in bfloat16 where the processor has it, float32
+# elsewhere, or ONNX Runtime; perf/results/*/cpu_engines.md), from a
+# repository the launcher writes under the writable /tmp.
+CMD ["python3", "-m", "server.launch", "--host=0.0.0.0", "--served-repository=/tmp/served"]

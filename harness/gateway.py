@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,19 +41,20 @@ class RunningGateway:
 @contextmanager
 def running_gateway(
     triton_grpc_url: str,
-    tokenizer: Path,
+    models: Sequence[tuple[str, Path]],
     log_path: Path,
     *,
     api_key: str | None = None,
     extra_args: tuple[str, ...] = (),
 ) -> Iterator[RunningGateway]:
+    """models: (name, tokenizer.json) of each model to serve, `--model` each."""
     port = free_loopback_port()
     command = [
         sys.executable,
         "-m",
         "embedding_client.gateway.server",
         f"--triton-url={triton_grpc_url}",
-        f"--tokenizer={tokenizer}",
+        *(f"--model={name}={tokenizer}" for name, tokenizer in models),
         "--host=127.0.0.1",
         f"--port={port}",
         *extra_args,

@@ -47,7 +47,9 @@ from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 TOKENIZER = TOKENIZER_JSON
 RESULT = REPO_ROOT / "perf" / "results" / "debian12-2core" / "gateway_overhead.md"
-MODEL_NAME = "all-MiniLM-L6-v2"
+# The gateway serves the Triton model the direct routes call (`embed`, and
+# `embed_tokens` for ids), so the three routes reach the same models.
+MODEL_NAME = "embed"
 GATEWAY_ROUTE = "gateway: POST /v1/embeddings, base64"
 WARMUP_S = 3.0
 DECODE_ROWS = 1000
@@ -277,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
             running_server(logs / "tritonserver.log") as server,
             running_gateway(
                 server.grpc_url,
-                TOKENIZER,
+                [(MODEL_NAME, TOKENIZER)],
                 logs / "gateway.log",
                 extra_args=(f"--priority={args.priority}",),
             ) as gateway,

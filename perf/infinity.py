@@ -105,15 +105,15 @@ def running_infinity(log_path: Path) -> Iterator[str]:
                 process.wait()
 
 
-def openai_body(texts: Sequence[str]) -> dict[str, object]:
+def openai_body(texts: Sequence[str], model: str = SERVED_NAME) -> dict[str, object]:
     """One `/embeddings` request body asking for base64 float32 rows."""
-    return {"model": SERVED_NAME, "input": list(texts), "encoding_format": "base64"}
+    return {"model": model, "input": list(texts), "encoding_format": "base64"}
 
 
-def write_openai_input_data(load: Workload, path: Path) -> Path:
+def write_openai_input_data(load: Workload, path: Path, model: str = SERVED_NAME) -> Path:
     """perf_analyzer's `--input-data` for its OpenAI service kind: one whole request body
-    (`payload`) per entry, each holding one request of the workload."""
-    entries = [{"payload": [openai_body(request)]} for request in load.requests]
+    (`payload`) per entry, each holding one request of the workload, for `model`."""
+    entries = [{"payload": [openai_body(request, model)]} for request in load.requests]
     path.write_text(json.dumps({"data": entries}))
     return path
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# README command 1: set up what is missing, export the catalog's models whose
-# export is missing or stale, write the repository that serves them all
-# (server/served_repository.py), then run tritonserver in the foreground on
-# it, under server/launch.py (stub watchdog, graceful drain).
+# README command 1: set up what is missing, then serve a model catalog under
+# server/launch.py, in the foreground: it exports the catalog's models whose
+# export is missing or stale, writes the repository that serves them all
+# (server/served_repository.py) and runs tritonserver on it (stub watchdog,
+# graceful drain).
 #
 #   scripts/serve.sh [--catalog FILE] [launcher arguments]
 #
@@ -13,15 +14,14 @@
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."
-catalog=$PWD/models.toml
 launcher=()
 while [ $# -gt 0 ]; do
   case $1 in
-    --catalog) catalog=$(cd "$caller" && realpath "$2"); shift 2 ;;
-    --catalog=*) catalog=$(cd "$caller" && realpath "${1#*=}"); shift ;;
+    # The launcher runs from the repository root: the catalog's path is the caller's.
+    --catalog) launcher+=("--catalog=$(cd "$caller" && realpath "$2")"); shift 2 ;;
+    --catalog=*) launcher+=("--catalog=$(cd "$caller" && realpath "${1#*=}")"); shift ;;
     *) launcher+=("$1"); shift ;;
   esac
 done
 scripts/setup.sh
-.venv/bin/python -m server.served_repository --catalog "$catalog" --out build/served
-exec .venv/bin/python -m server.launch --model-repository build/served "${launcher[@]}"
+exec .venv/bin/python -m server.launch "${launcher[@]}"

@@ -1,8 +1,13 @@
-"""Start a real Triton server on this project's model repository, with the
-Python backend and our C++ serializer backend, and keep it healthy while it
-runs.
+"""Start a real Triton server on a model catalog (models.toml unless
+--catalog names another; server/catalog.py), with the Python backend and our
+C++ serializer backend, and keep it healthy while it runs.
 
-    python -m server.launch [--host 127.0.0.1] [--http-port 8000] ...
+    python -m server.launch [--catalog FILE] [--host 127.0.0.1] [--http-port 8000] ...
+
+The catalog's models are exported where their export is missing or stale
+and served from a repository written for the catalog
+(server/served_repository.py); --model-repository serves folders as they
+are instead.
 
 Triton comes from the nvidia-pytriton wheel of the Python running this
 (scripts/serve.sh runs it from the serving virtual environment), or, with
@@ -37,14 +42,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from server.catalog import DEFAULT_CATALOG
 from server.paths import (
     BACKEND_DIRECTORY,
     REPO_ROOT,
     SERIALIZER_BACKEND,
     SERIALIZER_FILE,
     SERIALIZER_LIBRARY,
+    SERVED_REPOSITORY,
     default_repositories,
 )
+from server.served_repository import prepare
 from server.shutdown import drain
 from server.watchdog import StubWatchdog
 
@@ -251,12 +259,26 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--http-port", type=int, default=defaults.http_port)
     parser.add_argument("--grpc-port", type=int, default=defaults.grpc_port)
     parser.add_argument("--metrics-port", type=int, default=defaults.metrics_port)
-    parser.add_argument(
+    served = parser.add_mutually_exclusive_group()
+    served.add_argument(
+        "--catalog",
+        type=Path,
+        default=DEFAULT_CATALOG,
+        help="the model catalog to serve: its models are exported where missing or stale and "
+        "served from a repository written for it (default: %(default)s)",
+    )
+    served.add_argument(
         "--model-repository",
         type=Path,
         action="append",
-        help="a model repository folder; repeat for several "
-        f"(default: {' and '.join(str(p.relative_to(REPO_ROOT)) for p in default_repositories())})",
+        help="serve this model repository folder as it is instead of a catalog; repeat for "
+        f"several (e.g. {' and '.join(str(p.relative_to(REPO_ROOT)) for p in default_repositories())})",
+    )
+    parser.add_argument(
+        "--served-repository",
+        type=Path,
+        default=SERVED_REPOSITORY,
+        help="where the catalog's repository is written (default: %(default)s)",
     )
     parser.add_argument(
         "--model-config-name",
@@ -280,7 +302,14 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as error:
         parser.error(str(error))
     endpoints = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
-    repositories = [path.resolve() for path in args.model_repository or default_repositories()]
+    if args.model_repository:
+        repositories = [path.resolve() for path in args.model_repository]
+    else:
+        catalog = prepare(args.catalog.resolve(), args.served_repository.resolve())
+        if isinstance(catalog, str):
+            parser.exit(2, f"launcher: {catalog}\n")
+        _log(f"catalog {catalog.path}: {', '.join('/'.join(m.names) for m in catalog.models)}")
+        repositories = [args.served_repository.resolve()]
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
     command = server_command(triton, endpoints, repositories, admin_key, args.model_config_name)
     print(

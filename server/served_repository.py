@@ -1,5 +1,5 @@
-"""The model repository one server serves for a catalog, written at each
-start (scripts/serve.sh):
+"""The model repository one server serves for a catalog, written by the
+launcher at each start (server/launch.py --catalog):
 
     <out>/serializer                 the C++ serializer, shared by every model
     <out>/<name>, <name>_tokens      the entry points (ensembles), per name and alias
@@ -19,16 +19,13 @@ code and the model's export.
 
 from __future__ import annotations
 
-import argparse
+import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
-
 from server.catalog import (
-    DEFAULT_CATALOG,
     SERIALIZER,
     TOKENS_SUFFIX,
     Catalog,
@@ -36,7 +33,7 @@ from server.catalog import (
     read_catalog,
 )
 from server.catalog_exports import engine_folder, ensure_exported, export_root
-from server.paths import MODEL_REPOSITORY, REPO_ROOT, SERVED_REPOSITORY, SHARED_REPOSITORY
+from server.paths import MODEL_REPOSITORY, REPO_ROOT, SHARED_REPOSITORY
 
 # The stage names the shipped ensembles call, which each served ensemble
 # renames to its model's stages.
@@ -45,18 +42,54 @@ EMBEDDER_STAGE = "embedder"
 # The tokenizer parameter naming the embedder whose backlog it admits by.
 EMBEDDER_MODEL_PARAMETER = "embedder_model"
 
+# Edits of a shipped config's text: standard library only, like the
+# launcher that writes the repository, and the shipped comments stay.
+Edit = Callable[[str], str]
 
-def _read(path: Path) -> model_config_pb2.ModelConfig:
-    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+
+def _replace(text: str, pattern: str, value: str, what: str) -> str:
+    """`text` with every match of `pattern`'s group 2 set to `value`;
+    raises ValueError when nothing matches, naming `what`."""
+    edited, count = re.subn(pattern, lambda m: m.group(1) + value + m.group(3), text)
+    if count == 0:
+        raise ValueError(f"no {what} to set")
+    return edited
 
 
-def _write(folder: Path, config: model_config_pb2.ModelConfig, source: Path, entry: str) -> None:
+def _stage_name(stage: str, name: str) -> Edit:
+    return lambda text: _replace(
+        text, rf'(model_name:\s*")({stage})(")', name, f"ensemble step {stage!r}"
+    )
+
+
+def _parameter(key: str, value: str) -> Edit:
+    return lambda text: _replace(
+        text,
+        rf'(key:\s*"{key}"\s*value:\s*\{{\s*string_value:\s*")([^"]*)(")',
+        value,
+        f"parameter {key!r}",
+    )
+
+
+def _instances(count: int) -> Edit:
+    return lambda text: _replace(
+        text, r"(instance_group\s*\[[^]]*?count:\s*)(\d+)()", str(count), "instance_group count"
+    )
+
+
+def _write(folder: Path, source: Path, edits: list[Edit], entry: str) -> None:
+    text = source.read_text()
+    try:
+        for edit in edits:
+            text = edit(text)
+    except ValueError as error:
+        raise ValueError(f"{source}: {error}") from None
     folder.mkdir(parents=True)
     header = (
         f"# Written by server/served_repository.py for catalog entry {entry!r} from\n"
         f"# {source.relative_to(REPO_ROOT)}: edit that file or the catalog, not this one.\n"
     )
-    (folder / "config.pbtxt").write_text(header + text_format.MessageToString(config))
+    (folder / "config.pbtxt").write_text(header + text)
 
 
 def _link_version(target: Path, code: Path, export: Path) -> None:
@@ -70,35 +103,26 @@ def _link_version(target: Path, code: Path, export: Path) -> None:
             link.symlink_to(path.resolve())
 
 
-def _stage(
-    out: Path, model: CatalogModel, stage: str, source: Path
-) -> model_config_pb2.ModelConfig:
+def _stage(out: Path, model: CatalogModel, folder: str, source: Path, edits: list[Edit]) -> None:
     """A stage of `model`: the config of `source` (a model_repository
-    folder), its code, and the export's files for that folder."""
-    config = _read(source / "config.pbtxt")
-    folder = out / (model.tokenizer if stage == TOKENIZER_STAGE else model.embedder)
+    folder) with `edits`, its code, and the export's files for it."""
+    _write(out / folder, source / "config.pbtxt", edits, model.name)
     relative = source.relative_to(MODEL_REPOSITORY) / "1"
-    if stage == TOKENIZER_STAGE:
-        config.parameters[EMBEDDER_MODEL_PARAMETER].string_value = model.embedder
-    elif model.instances is not None:
-        for group in config.instance_group:
-            group.count = model.instances
-    _write(folder, config, source / "config.pbtxt", model.name)
-    _link_version(folder / "1", MODEL_REPOSITORY / relative, export_root(model) / relative)
-    return config
+    _link_version(out / folder / "1", MODEL_REPOSITORY / relative, export_root(model) / relative)
 
 
 def _entry_points(out: Path, model: CatalogModel) -> None:
-    stages = {TOKENIZER_STAGE: model.tokenizer, EMBEDDER_STAGE: model.embedder}
+    stages = [
+        _stage_name(TOKENIZER_STAGE, model.tokenizer),
+        _stage_name(EMBEDDER_STAGE, model.embedder),
+    ]
     for ensemble, suffix in (("embed", ""), ("embed_tokens", TOKENS_SUFFIX)):
         source = SHARED_REPOSITORY / ensemble / "config.pbtxt"
-        config = _read(source)
-        for step in config.ensemble_scheduling.step:
-            step.model_name = stages.get(step.model_name, step.model_name)
+        # embed_tokens has no tokenizer step.
+        edits = [edit for edit in stages if ensemble == "embed" or edit is stages[1]]
         for name in model.names:
-            folder = out / (name + suffix)
-            _write(folder, config, source, model.name)
-            (folder / "1").mkdir()
+            _write(out / (name + suffix), source, edits, model.name)
+            (out / (name + suffix) / "1").mkdir()
 
 
 def write_served_repository(catalog: Catalog, out: Path) -> None:
@@ -108,8 +132,11 @@ def write_served_repository(catalog: Catalog, out: Path) -> None:
     out.mkdir(parents=True)
     (out / SERIALIZER).symlink_to(SHARED_REPOSITORY / SERIALIZER)
     for model in catalog.models:
-        _stage(out, model, TOKENIZER_STAGE, SHARED_REPOSITORY / TOKENIZER_STAGE)
-        _stage(out, model, EMBEDDER_STAGE, MODEL_REPOSITORY / engine_folder(model) / EMBEDDER_STAGE)
+        tokenizer = [_parameter(EMBEDDER_MODEL_PARAMETER, model.embedder)]
+        embedder = [] if model.instances is None else [_instances(model.instances)]
+        _stage(out, model, model.tokenizer, SHARED_REPOSITORY / TOKENIZER_STAGE, tokenizer)
+        engine = MODEL_REPOSITORY / engine_folder(model) / EMBEDDER_STAGE
+        _stage(out, model, model.embedder, engine, embedder)
         _entry_points(out, model)
 
 
@@ -127,24 +154,8 @@ def prepare(catalog_path: Path, out: Path) -> Catalog | str:
         log.clear()
         if refusal:
             return f"catalog {catalog_path}: {refusal}"
-    write_served_repository(catalog, out)
+    try:
+        write_served_repository(catalog, out)
+    except ValueError as error:
+        return f"catalog {catalog_path}: cannot write the served repository: {error}"
     return catalog
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="Export a catalog's models and write its repository."
-    )
-    parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG)
-    parser.add_argument("--out", type=Path, default=SERVED_REPOSITORY)
-    args = parser.parse_args(argv)
-    catalog = prepare(args.catalog.resolve(), args.out.resolve())
-    if isinstance(catalog, str):
-        print(catalog, file=sys.stderr)
-        sys.exit(2)
-    names = ", ".join("/".join(model.names) for model in catalog.models)
-    print(f"catalog: serving {names} from {args.out}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

@@ -11,6 +11,8 @@ import numpy as np
 import orjson
 import pytest
 from embedding_client import EmbeddingClient
+from embedding_client.cli import embed_options, parser
+from embedding_requests import LONG_TEXT
 
 from harness.server import RunningServer
 from server.paths import TOKENIZER_JSON
@@ -108,6 +110,77 @@ def test_server_rejection_exits_1_with_its_message(triton_server: RunningServer)
     done = run_embed("--url", triton_server.grpc_url, "--dimensions", "999", "text")
     assert done.returncode == 1
     assert b"invalid_parameter 'dimensions': 999 is outside 1..384" in done.stderr
+
+
+def test_text_options_and_model_become_client_arguments() -> None:
+    args = parser().parse_args(
+        [
+            "--model=e5-small",
+            "--prompt-name=query",
+            "--no-truncate",
+            "--truncation-direction=left",
+            "--dtype=int8",
+            "text",
+        ]
+    )
+    assert args.model == "e5-small"
+    assert embed_options(args) == {
+        "dtype": "int8",
+        "dimensions": None,
+        "normalize": True,
+        "prompt_name": "query",
+        "input_type": None,
+        "truncate": False,
+        "truncation_direction": "left",
+    }
+    # Unset, each is the server's (and the model's) default.
+    defaults = parser().parse_args(["text"])
+    assert defaults.model == "embed"
+    assert embed_options(defaults)["truncate"] is None
+    assert embed_options(parser().parse_args(["--input-type=document", "t"]))["input_type"] == (
+        "document"
+    )
+
+
+def test_text_options_reach_the_server(
+    triton_server: RunningServer, library: EmbeddingClient
+) -> None:
+    texts = [LONG_TEXT, LINES[0]]
+    done = run_embed(
+        "--url",
+        triton_server.grpc_url,
+        "--model=embed",
+        "--input-type=query",
+        "--truncation-direction=left",
+        *texts,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    vectors = [orjson.loads(line)["embedding"] for line in done.stdout.splitlines()]
+    expected = library.embed(texts, input_type="query", truncation_direction="left")
+    np.testing.assert_allclose(vectors, expected, atol=ATOL)
+    assert float(np.dot(vectors[0], library.embed([LONG_TEXT])[0])) < 0.99
+    refused = run_embed("--url", triton_server.grpc_url, "--no-truncate", LONG_TEXT)
+    assert refused.returncode == 1
+    assert b"input_too_large: TEXT[0] has" in refused.stderr
+
+
+def test_unknown_model_exits_1_naming_it(triton_server: RunningServer) -> None:
+    done = run_embed("--url", triton_server.grpc_url, "--model", "not-in-triton", "text")
+    assert done.returncode == 1
+    assert b"unknown model: 'not-in-triton'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--input-type=passage"], b"argument --input-type: invalid choice: 'passage'"),
+        (["--truncation-direction=up"], b"argument --truncation-direction: invalid choice"),
+    ],
+)
+def test_bad_option_values_exit_2(arguments: list[str], message: bytes) -> None:
+    done = run_embed("--url", "127.0.0.1:1", *arguments, "text")
+    assert done.returncode == 2
+    assert message in done.stderr
 
 
 @pytest.mark.parametrize(

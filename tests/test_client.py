@@ -1,11 +1,12 @@
 """The client library (clients/embedding_client) against a real server: sync
 and asyncio, gRPC and HTTP, zero-copy decode, splitting, client-side
-tokenization and typed errors."""
+tokenization, the model and text options a call names, and typed errors."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,11 +17,15 @@ from embedding_client import (
     ClientTokenizer,
     EmbeddingClient,
     InvalidInputError,
+    ServerError,
     UnavailableError,
     decode_rows,
 )
 from embedding_client.batching import pad_rows
-from embedding_requests import SAMPLE_TEXTS, embed_float32
+from embedding_client.options import EmbedOptions
+from embedding_client.plan import planner
+from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, embed_float32
+from tokenizers import Tokenizer
 
 from harness.ports import free_loopback_port
 from harness.server import RunningServer
@@ -184,6 +189,24 @@ def test_async_server_rejection_is_typed(triton_server: RunningServer) -> None:
         (lambda client: client.embed(["x"], dtype="float64"), "unknown dtype 'float64'"),
         (lambda client: client.embed(["x"], dimensions="64"), "'dimensions': must be an integer"),
         (lambda client: client.embed(["x"], normalize="no"), "'normalize': must be a boolean"),
+        (lambda client: client.embed(["x"], prompt_name=3), "'prompt_name': must be a string"),
+        (
+            lambda client: client.embed(["x"], input_type="passage"),
+            "'input_type': must be one of query, document, got 'passage'",
+        ),
+        (lambda client: client.embed(["x"], truncate="no"), "'truncate': must be a boolean"),
+        (
+            lambda client: client.embed(["x"], truncation_direction="middle"),
+            "'truncation_direction': must be one of right, left",
+        ),
+        (
+            lambda client: client.embed_token_ids([[101, 102]], prompt_name="query"),
+            "'prompt_name': applies to texts only",
+        ),
+        (
+            lambda client: client.embed_tokens([[101, 102]], [[1, 1]], truncate=False),
+            "'truncate': applies to texts only",
+        ),
         (lambda client: client.embed_token_ids([[101, 102], []]), "token row 1 is empty"),
         (lambda client: client.embed_tokens([[1, 2]], [[1]]), "attention_mask has shape"),
         (lambda client: client.embed_tokens([1, 2], [1, 1]), "input_ids must be a non-empty"),
@@ -196,6 +219,108 @@ def test_bad_input_is_rejected_before_sending(
         with pytest.raises(InvalidInputError, match=message.replace("[", r"\[")) as caught:
             call(client)
     assert caught.value.status is None
+
+
+def test_options_become_the_request_parameters() -> None:
+    """What travels to Triton: dtype always, the rest only where set or off
+    the server's default, under the server's names."""
+    assert EmbedOptions().parameters() == {"dtype": "float32"}
+    options = EmbedOptions(
+        dtype="int8",
+        dimensions=128,
+        normalize=False,
+        prompt_name="query",
+        truncate=False,
+        truncation_direction="left",
+    )
+    assert options.parameters() == {
+        "dtype": "int8",
+        "dimensions": 128,
+        "normalize": False,
+        "prompt_name": "query",
+        "truncate": False,
+        "truncation_direction": "left",
+    }
+    assert options.text_options == ("prompt_name", "truncate", "truncation_direction")
+    # An explicit truncate=True travels: a model may default to refusing.
+    typed = EmbedOptions(input_type="document", truncate=True).parameters()
+    assert typed == {"dtype": "float32", "input_type": "document", "truncate": True}
+
+
+@pytest.mark.parametrize(
+    ("model", "tokens_model"), [("embed", "embed_tokens"), ("e5-small", "e5-small_tokens")]
+)
+def test_token_ids_go_to_the_models_tokens_entry_point(model: str, tokens_model: str) -> None:
+    plans = planner(model, ClientTokenizer.from_file(TOKENIZER))
+    options = EmbedOptions()
+    assert plans.texts(["text"], options).model == tokens_model
+    assert plans.token_rows([[101, 102]], options).model == tokens_model
+    assert plans.token_arrays([[101, 102]], [[1, 1]], options).model == tokens_model
+    # A text option is the server tokenizer's to apply: the texts go to it.
+    assert plans.texts(["text"], EmbedOptions(input_type="query")).model == model
+    assert planner(model, None).texts(["text"], options).model == model
+
+
+def left_truncated_ids(text: str) -> list[int]:
+    """[CLS], the text's last tokens, [SEP]: at most the max length."""
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    truncation = tokenizer.truncation
+    assert truncation is not None
+    max_length = truncation["max_length"]
+    tokenizer.no_truncation()
+    ids = tokenizer.encode(text).ids
+    return [ids[0], *ids[len(ids) - max_length + 1 :]]
+
+
+@pytest.mark.parametrize("tokenizer", [None, TOKENIZER])
+def test_text_options_reach_the_server(
+    triton_server: RunningServer, tokenizer: Path | None
+) -> None:
+    """With or without a client-side tokenizer: a call with a text option
+    sends texts to `embed`, whose tokenizer applies it."""
+    texts = [LONG_TEXT, SAMPLE_TEXTS[0]]
+    with EmbeddingClient(triton_server.grpc_url, tokenizer=tokenizer, priority=BULK) as client:
+        right = client.embed(texts)
+        left = client.embed(texts, truncation_direction="left")
+        expected_left = client.embed_token_ids([left_truncated_ids(LONG_TEXT)])
+        # MiniLM has no prompts: a role picks none.
+        query = client.embed(texts, input_type="query", truncate=True)
+        with pytest.raises(InvalidInputError) as too_long:
+            client.embed(texts, truncate=False)
+        with pytest.raises(InvalidInputError) as unknown:
+            client.embed(texts, prompt_name="query")
+    np.testing.assert_allclose(left[0], expected_left[0], atol=ATOL)
+    assert float(left[0] @ right[0]) < 0.99
+    np.testing.assert_allclose(left[1], right[1], atol=ATOL)
+    np.testing.assert_allclose(query, right, atol=ATOL)
+    assert too_long.value.status == "StatusCode.INVALID_ARGUMENT"
+    assert too_long.value.kind == "input_too_large"
+    assert (unknown.value.kind, unknown.value.parameter) == ("invalid_parameter", "prompt_name")
+    assert "unknown prompt 'query'" in unknown.value.message
+
+
+def test_model_names_the_triton_model(
+    triton_server: RunningServer, direct: grpcclient.InferenceServerClient
+) -> None:
+    with EmbeddingClient(triton_server.grpc_url, model="not-in-triton", priority=BULK) as client:
+        assert client.model == "not-in-triton"
+        with pytest.raises(ServerError) as texts:
+            client.embed(["text"])
+        with pytest.raises(ServerError) as ids:
+            client.embed_token_ids([[101, 102]])
+        # Another model of the same server, on the same connection.
+        served = client.with_model("embed")
+        assert served.model == "embed"
+        np.testing.assert_allclose(
+            served.embed(SAMPLE_TEXTS[:2]),
+            embed_float32(
+                grpcclient.InferenceServerClient(triton_server.grpc_url), SAMPLE_TEXTS[:2]
+            ),
+            atol=ATOL,
+        )
+    assert texts.value.status == ids.value.status == "StatusCode.NOT_FOUND"
+    assert "'not-in-triton'" in texts.value.message
+    assert "'not-in-triton_tokens'" in ids.value.message
 
 
 def test_overload_rejection_is_unavailable(one_slot_server: RunningServer) -> None:

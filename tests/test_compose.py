@@ -288,6 +288,11 @@ def test_served_repositories_exist_on_the_host(compose: dict[str, Any]) -> None:
             for argument in _command(compose, name)
             if argument.startswith("--model-repository=")
         ]
+        if not repositories:
+            # The catalog the image holds, over the host's model repository.
+            assert mounts.get("/models") == "./model_repository", name
+            assert _launcher_arguments(compose, name).catalog.name == "models.toml", name
+            continue
         assert len(repositories) == 2, f"{name}: expected shared + one embedder repository"
         for repository in repositories:
             mount = next(target for target in mounts if repository.startswith(target + "/"))
@@ -500,8 +505,10 @@ def test_gateways_front_the_server_of_their_profile(compose: dict[str, Any]) -> 
         assert options["--host"] == "0.0.0.0", options
         assert int(_with_defaults(str(gateway["ports"][0])).split(":")[-1]) == GATEWAY_PORT
         assert options["--port"] == str(GATEWAY_PORT), options
-        # The tokenizer.json is the export's, in a mounted model repository.
-        tokenizer = options["--tokenizer"]
+        # The default catalog's model, with the export's tokenizer.json in a
+        # mounted model repository.
+        model, tokenizer = options["--model"].split("=", 1)
+        assert model == "all-MiniLM-L6-v2", options
         mount = next(
             (source, target)
             for source, target in _bind_mounts(gateway)

@@ -1,5 +1,11 @@
 """The OpenAI-compatible gateway, run as a real process in front of the real
-Triton, called with the official openai SDK and with plain HTTP."""
+Triton, called with the official openai SDK and with plain HTTP.
+
+The shared test server serves the single-model repository (`embed`,
+`embed_tokens`), so the gateway in front of it serves `embed` for the
+embeddings compared here, the catalog name `all-MiniLM-L6-v2`, and a name
+Triton lacks, all three with MiniLM's tokenizer.json; one test runs the
+default deployment's gateway in front of a server of the default catalog."""
 
 from __future__ import annotations
 
@@ -17,19 +23,28 @@ import orjson
 import pytest
 from embedding_client import ClientTokenizer, EmbeddingClient
 from embedding_client.errors import from_triton
+from embedding_client.gateway.app import GatewayModel
 from embedding_client.gateway.errors import from_embedding_error
-from embedding_client.gateway.protocol import MAX_INPUTS
+from embedding_client.gateway.protocol import MAX_INPUTS, TokenLimits, parse_embeddings_request
+from embedding_client.gateway.server import parse_settings
 from embedding_client.gateway.service import INLINE_TOKENIZE_CHARS
+from embedding_client.options import EmbedOptions
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS
 from tritonclient.utils import InferenceServerException
 
 from harness.gateway import RunningGateway, running_gateway
 from harness.ports import free_loopback_port
-from harness.server import RunningServer
+from harness.server import RunningServer, running_server
+from server.catalog import Catalog
 from server.paths import TOKENIZER_JSON
+from server.served_repository import prepare
 
 TOKENIZER = TOKENIZER_JSON
-MODEL = "all-MiniLM-L6-v2"
+# The Triton name every server has: the catalog MiniLM's alias.
+MODEL = "embed"
+CATALOG_MODEL = "all-MiniLM-L6-v2"
+NOT_IN_TRITON = "not-in-triton"
+SERVED = [MODEL, CATALOG_MODEL, NOT_IN_TRITON]
 API_KEY = "test-key-for-the-gateway"
 ATOL = 1e-6
 # The model configurations' bulk priority level: its queue and deadline are
@@ -47,7 +62,7 @@ def gateway(
     log_path = tmp_path_factory.mktemp("gateway") / "gateway.log"
     with running_gateway(
         triton_server.grpc_url,
-        TOKENIZER,
+        [(name, TOKENIZER) for name in SERVED],
         log_path,
         api_key=API_KEY,
         extra_args=(f"--priority={BULK}",),
@@ -156,8 +171,165 @@ def test_long_texts_are_truncated_like_the_server_does(
 
 
 def test_models_are_listed(sdk: openai.OpenAI) -> None:
-    assert [model.id for model in sdk.models.list()] == [MODEL]
-    assert sdk.models.retrieve(MODEL).owned_by == "triton-embedding-service"
+    assert [model.id for model in sdk.models.list()] == SERVED
+    for name in SERVED:
+        assert sdk.models.retrieve(name).owned_by == "triton-embedding-service"
+    with pytest.raises(openai.NotFoundError) as caught:
+        sdk.models.retrieve("text-embedding-3-small")
+    assert_openai_error(caught.value, 404, "model")
+    assert caught.value.code == "model_not_found"
+    assert caught.value.message.endswith(
+        "The model 'text-embedding-3-small' does not exist; this gateway serves "
+        "'embed', 'all-MiniLM-L6-v2', 'not-in-triton'"
+    )
+
+
+def test_an_unknown_model_is_404_naming_the_served_ones(gateway: RunningGateway) -> None:
+    body = orjson.dumps({"model": "text-embedding-3-small", "input": "text"})
+    status, reply = post(gateway, "/v1/embeddings", body)
+    assert status == 404
+    assert reply["error"] == {
+        "message": "The model 'text-embedding-3-small' does not exist; this gateway serves "
+        "'embed', 'all-MiniLM-L6-v2', 'not-in-triton'",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+
+
+@pytest.mark.parametrize("model_input", ["text", [101, 102]])
+def test_a_served_model_triton_lacks_is_503(sdk: openai.OpenAI, model_input: Any) -> None:
+    """Listed here, unknown to Triton (missing from its catalog, or the server
+    is stopping): a retryable 503 naming the model, not a 502. Texts are
+    tokenized here, so both go to the token entry point."""
+    with pytest.raises(openai.InternalServerError) as caught:
+        sdk.embeddings.create(model=NOT_IN_TRITON, input=model_input)
+    assert_openai_error(caught.value, 503, "model")
+    assert caught.value.code == "model_not_available"
+    assert "Triton does not serve the model 'not-in-triton' now" in caught.value.message
+    assert "Request for unknown model: 'not-in-triton_tokens' is not found" in caught.value.message
+
+
+def test_a_served_model_triton_lacks_with_a_text_option_is_503(sdk: openai.OpenAI) -> None:
+    # Texts with a text option go to the text entry point, named as the model.
+    with pytest.raises(openai.InternalServerError) as caught:
+        sdk.embeddings.create(
+            model=NOT_IN_TRITON, input="text", extra_body={"truncation_direction": "left"}
+        )
+    assert caught.value.code == "model_not_available"
+    assert "Request for unknown model: 'not-in-triton' is not found" in caught.value.message
+
+
+def test_the_default_deployment_serves_the_catalog_name(
+    tmp_path: Path, library: EmbeddingClient, tokenizer: ClientTokenizer
+) -> None:
+    """The compose and Helm gateways' command line (--model all-MiniLM-L6-v2=
+    its tokenizer.json) in front of a server of the default catalog, where
+    Triton has `all-MiniLM-L6-v2` and `all-MiniLM-L6-v2_tokens`."""
+    catalog_path = tmp_path / "models.toml"
+    catalog_path.write_text(f'[[models]]\nname = "{CATALOG_MODEL}"\naliases = ["embed"]\n')
+    assert isinstance(prepare(catalog_path, tmp_path / "served"), Catalog)
+    with (
+        running_server(tmp_path / "tritonserver.log", [tmp_path / "served"]) as server,
+        running_gateway(
+            server.grpc_url, [(CATALOG_MODEL, TOKENIZER)], tmp_path / "gateway.log"
+        ) as gateway,
+    ):
+        sdk = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
+        assert [model.id for model in sdk.models.list()] == [CATALOG_MODEL]
+        texts = sdk.embeddings.create(model=CATALOG_MODEL, input=TEXTS)
+        ids = sdk.embeddings.create(model=CATALOG_MODEL, input=tokenizer.encode(TEXTS[:2]))
+        left = sdk.embeddings.create(
+            model=CATALOG_MODEL, input=TEXTS, extra_body={"truncation_direction": "left"}
+        )
+    assert texts.model == CATALOG_MODEL
+    np.testing.assert_allclose(vectors(texts), library.embed(TEXTS), atol=ATOL)
+    np.testing.assert_allclose(vectors(ids), library.embed(TEXTS[:2]), atol=ATOL)
+    expected = library.embed(TEXTS, truncation_direction="left")
+    np.testing.assert_allclose(vectors(left), expected, atol=ATOL)
+
+
+def test_text_options_reach_triton(
+    sdk: openai.OpenAI, library: EmbeddingClient, tokenizer: ClientTokenizer
+) -> None:
+    """Texts with a text option go to Triton's `embed`, whose tokenizer
+    applies it; usage still counts the texts' tokens."""
+    texts = [LONG_TEXT, TEXTS[0]]
+    left = sdk.embeddings.create(
+        model=MODEL, input=texts, extra_body={"truncation_direction": "left", "truncate": True}
+    )
+    expected = library.embed(texts, truncation_direction="left")
+    np.testing.assert_allclose(vectors(left), expected, atol=ATOL)
+    assert float(vectors(left)[0] @ library.embed([LONG_TEXT])[0]) < 0.99
+    assert left.usage.prompt_tokens == sum(len(row) for row in tokenizer.encode(texts))
+    # MiniLM has no prompts: a role picks none.
+    query = sdk.embeddings.create(model=MODEL, input=texts, extra_body={"input_type": "query"})
+    np.testing.assert_allclose(vectors(query), library.embed(texts), atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    ("options", "param", "code", "message"),
+    [
+        (
+            {"prompt_name": "query"},
+            "prompt_name",
+            "invalid_value",
+            "invalid_parameter 'prompt_name': unknown prompt 'query'; the model's prompts: none",
+        ),
+        ({"truncate": False}, None, "context_length_exceeded", "input_too_large: TEXT[0] has"),
+        (
+            {"prompt_name": "query", "input_type": "query"},
+            "prompt_name",
+            "invalid_value",
+            "give prompt_name or input_type, not both",
+        ),
+    ],
+)
+def test_triton_refusals_of_text_options_are_400(
+    sdk: openai.OpenAI, options: dict[str, Any], param: str | None, code: str, message: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.embeddings.create(model=MODEL, input=[LONG_TEXT], extra_body=options)
+    assert_openai_error(caught.value, 400, param)
+    assert caught.value.code == code
+    assert message in caught.value.message
+
+
+def test_text_options_become_request_parameters() -> None:
+    """What the gateway forwards: the fields set, under the same names, as
+    request parameters of Triton's text entry point."""
+    limits = {MODEL: TokenLimits(256, 30522), "e5-small": TokenLimits(512, 250037)}
+    body = {
+        "model": "e5-small",
+        "input": ["a text"],
+        "dimensions": 64,
+        "prompt_name": "query",
+        "truncate": False,
+        "truncation_direction": "left",
+        "input_type": None,
+    }
+    request = parse_embeddings_request(orjson.dumps(body), limits)
+    assert request.model == "e5-small" and request.texts == ["a text"]
+    assert request.text_options == {
+        "prompt_name": "query",
+        "truncate": False,
+        "truncation_direction": "left",
+    }
+    options = EmbedOptions(dimensions=request.dimensions, **request.text_options)
+    assert options.parameters() == {
+        "dtype": "float32",
+        "dimensions": 64,
+        "prompt_name": "query",
+        "truncate": False,
+        "truncation_direction": "left",
+    }
+    plain = parse_embeddings_request(orjson.dumps({"model": MODEL, "input": "text"}), limits)
+    assert plain.text_options == {}
+    typed = {"model": MODEL, "input": "text", "input_type": "document", "truncate": True}
+    assert parse_embeddings_request(orjson.dumps(typed), limits).text_options == {
+        "input_type": "document",
+        "truncate": True,
+    }
 
 
 def test_health_needs_no_key(gateway: RunningGateway) -> None:
@@ -190,6 +362,38 @@ def assert_openai_error(error: openai.APIStatusError, status: int, param: str | 
         ({"encoding_format": "int8"}, 400, "encoding_format", "'float' or 'base64'"),
         ({"user": 5}, 400, "user", "'user' must be a string"),
         ({"extra_body": {"normalize": False}}, 400, "normalize", "Unrecognized request argument"),
+        ({"extra_body": {"prompt_name": 5}}, 400, "prompt_name", "'prompt_name' must be a string"),
+        (
+            {"extra_body": {"input_type": "passage"}},
+            400,
+            "input_type",
+            "'input_type' must be 'query' or 'document', got 'passage'",
+        ),
+        ({"extra_body": {"truncate": "yes"}}, 400, "truncate", "'truncate' must be a boolean"),
+        (
+            {"extra_body": {"truncation_direction": "up"}},
+            400,
+            "truncation_direction",
+            "'truncation_direction' must be 'right' or 'left', got 'up'",
+        ),
+        (
+            {"input": [101, 102], "extra_body": {"prompt_name": "query"}},
+            400,
+            "prompt_name",
+            "'prompt_name' applies to text input only",
+        ),
+        (
+            {"input": [[101, 102]], "extra_body": {"input_type": "query"}},
+            400,
+            "input_type",
+            "'input_type' applies to text input only",
+        ),
+        (
+            {"input": [[101, 102]], "extra_body": {"truncate": False}},
+            400,
+            "truncate",
+            "token ids go to the model as given, without a prompt or truncation",
+        ),
     ],
 )
 def test_bad_requests_are_openai_errors(
@@ -244,7 +448,7 @@ def test_unknown_path_is_an_openai_404(gateway: RunningGateway) -> None:
 
 def test_unreachable_triton_is_503(tmp_path: Path) -> None:
     dead_triton = f"127.0.0.1:{free_loopback_port()}"
-    with running_gateway(dead_triton, TOKENIZER, tmp_path / "gateway.log") as gateway:
+    with running_gateway(dead_triton, [(MODEL, TOKENIZER)], tmp_path / "gateway.log") as gateway:
         client = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
         with pytest.raises(openai.InternalServerError) as caught:
             client.embeddings.create(model=MODEL, input="text")
@@ -263,7 +467,9 @@ def test_overload_is_503_with_an_openai_error(
     texts = [f"Burst text {index}: more than the server will queue." for index in range(64)]
     body = orjson.dumps({"model": MODEL, "input": texts, "encoding_format": "base64"})
     with (
-        running_gateway(one_slot_server.grpc_url, TOKENIZER, tmp_path / "gateway.log") as gateway,
+        running_gateway(
+            one_slot_server.grpc_url, [(MODEL, TOKENIZER)], tmp_path / "gateway.log"
+        ) as gateway,
         ThreadPoolExecutor(48) as pool,
     ):
         replies = list(
@@ -297,3 +503,48 @@ def test_triton_statuses_map_to_http_statuses(status: str, http_status: int) -> 
     error = from_embedding_error(from_triton(InferenceServerException("refused", status)))
     assert error.status == http_status
     assert orjson.loads(error.body())["error"]["message"].endswith("refused")
+
+
+def test_command_line_serves_each_model_given() -> None:
+    settings, host, port = parse_settings(
+        [
+            "--triton-url=127.0.0.1:8001",
+            f"--model=all-MiniLM-L6-v2={TOKENIZER}",
+            f"--model=e5.small_v2={TOKENIZER}",
+        ]
+    )
+    assert settings.models == (
+        GatewayModel("all-MiniLM-L6-v2", TOKENIZER),
+        GatewayModel("e5.small_v2", TOKENIZER),
+    )
+    assert (host, port) == ("127.0.0.1", 8080)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "the following arguments are required: --model"),
+        (["--model=embed"], "'embed' is not NAME=TOKENIZER_JSON"),
+        (["--model=org/model={tokenizer}"], "'org/model' is not a Triton model name"),
+        (
+            ["--model=embed=/nonexistent/tokenizer.json"],
+            "embed: /nonexistent/tokenizer.json: no such",
+        ),
+        (
+            ["--model=embed={tokenizer}", "--model=embed={tokenizer}"],
+            "--model embed is given more than once",
+        ),
+        (
+            ["--model=embed={tokenizer}", "--tokenizer={tokenizer}"],
+            "unrecognized arguments: --tokenizer=",
+        ),
+    ],
+)
+def test_bad_command_lines_exit_2(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [argument.format(tokenizer=TOKENIZER) for argument in arguments]
+    with pytest.raises(SystemExit) as caught:
+        parse_settings(["--triton-url=127.0.0.1:8001", *argv])
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err

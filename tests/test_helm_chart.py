@@ -274,7 +274,13 @@ def test_triton_pods_run_the_launcher_as_compose_does(rendered: Rendered) -> Non
         for name in ("http", "grpc", "metrics")
     )
     reference = _reference_launcher_arguments(rendered.variant.device)
-    for option in ("triton_home", "model_repository", "model_config_name"):
+    for option in (
+        "triton_home",
+        "model_repository",
+        "model_config_name",
+        "catalog",
+        "served_repository",
+    ):
         assert getattr(chart, option) == getattr(reference, option), option
     # Where the pod mounts the model repository and Triton may write.
     mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}

@@ -21,6 +21,7 @@ import pytest
 
 from harness.ports import StartError, free_loopback_ports, wait_until_ready
 from harness.server import post_status
+from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
 from server.health import child_pids, python_stubs, server_ready
 from server.launch import (
     ADMIN_KEY_HEADER,
@@ -34,6 +35,10 @@ from server.paths import REPO_ROOT
 from server.watchdog import RETRY_MAX_S, ReloadBackoff, retry_delays
 
 STARTUP_TIMEOUT_S = 180.0
+_CATALOG = read_catalog(DEFAULT_CATALOG)
+assert isinstance(_CATALOG, Catalog), _CATALOG
+# What a launcher without --model-repository serves.
+DEFAULT_MODEL = _CATALOG.models[0]
 LAUNCHER_EXIT_TIMEOUT_S = 90.0
 
 
@@ -71,7 +76,8 @@ class Launcher:
 
 def _start(log_path: Path, arguments: list[str]) -> Launcher:
     """`python -m server.launch` on free loopback ports with a fresh admin key
-    in its environment, once ready."""
+    in its environment, once ready; the default catalog's repository is
+    written beside the log, so launchers side by side do not share one."""
     http_port, grpc_port, metrics_port = free_loopback_ports(3)
     admin_key = secrets.token_urlsafe(24)
     command = [
@@ -82,6 +88,7 @@ def _start(log_path: Path, arguments: list[str]) -> Launcher:
         f"--http-port={http_port}",
         f"--grpc-port={grpc_port}",
         f"--metrics-port={metrics_port}",
+        f"--served-repository={log_path.parent / 'served'}",
         *arguments,
     ]
     with log_path.open("wb") as log:
@@ -169,16 +176,17 @@ def test_graceful_stop_waits_for_a_reload_in_progress_before_draining(
     launcher = _start(tmp_path / "launcher.log", [])
     try:
         launcher.wait_for_log("watchdog: watching", timeout_s=30)
-        (stub, *_) = python_stubs(launcher.tritonserver_pid)["tokenizer"]
+        (stub, *_) = python_stubs(launcher.tritonserver_pid)[DEFAULT_MODEL.tokenizer]
         os.kill(stub, signal.SIGKILL)
         launcher.wait_for_log("reloading the model", timeout_s=30)
-        reload_running = "'tokenizer' reloaded" not in launcher.log()
+        reload_running = f"'{DEFAULT_MODEL.tokenizer}' reloaded" not in launcher.log()
     finally:
         exit_code = launcher.stop()  # SIGTERM while the reload (about 3 s) runs
     log = launcher.log()
     assert exit_code == 0, log[-4000:]
     assert reload_running, "the reload ended before SIGTERM: nothing was tested"
-    reloaded, draining = log.find("'tokenizer' reloaded"), log.find("launcher: draining")
+    reloaded = log.find(f"'{DEFAULT_MODEL.tokenizer}' reloaded")
+    draining = log.find("launcher: draining")
     assert 0 <= reloaded < draining, log[-4000:]
 
 

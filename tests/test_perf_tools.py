@@ -220,11 +220,12 @@ def test_openai_service_kind_measures_the_gateway(
     """The path perf.graphs measures Infinity by, run against this project's own
     OpenAI-compatible gateway: perf_analyzer's OpenAI service kind with whole bodies."""
     load = workload("short", 8, requests=4)
-    bodies = write_openai_input_data(load, tmp_path / "openai.json")
+    # `embed`: the Triton name every server has (the catalog MiniLM's alias).
+    bodies = write_openai_input_data(load, tmp_path / "openai.json", model="embed")
     before = _embedder_successes(triton_server)
     with running_gateway(
         triton_server.grpc_url,
-        TOKENIZER_JSON,
+        [("embed", TOKENIZER_JSON)],
         tmp_path / "gateway.log",
         extra_args=(f"--priority={BULK}",),
     ) as gateway:

@@ -1,5 +1,6 @@
 """Python client, CLI and OpenAI-compatible gateway for the Triton embedding
-service (the `embed` and `embed_tokens` ensembles)."""
+service (each catalog model's ensembles: NAME for texts, NAME_tokens for
+token ids; `embed` and `embed_tokens` by default)."""
 
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.client import EmbeddingClient

@@ -3,23 +3,29 @@ picked by protocol, the planner and the max batch sizes already read."""
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
 from embedding_client.plan import planner
 from embedding_client.tokenization import ClientTokenizer
 from embedding_client.transport import PROTOCOLS, Connection, Protocol, unknown_protocol
 
 TransportT = TypeVar("TransportT")
+DEFAULT_MODEL = "embed"
 
 
 class ClientBase(ABC, Generic[TransportT]):
     """url is host:port without a scheme (gRPC 8001 or HTTP 8000 by default).
-    With `tokenizer` (the server's tokenizer.json), texts are tokenized here
-    and sent to `tokens_model`. `priority` is Triton's request priority level
-    (0: the model's default), `max_in_flight` the requests kept in flight at
-    once, `timeout_s` the most one request may take."""
+    `model` is the Triton model texts go to; token ids go to `{model}_tokens`
+    (`embed` and `embed_tokens` by default). With `tokenizer` (that model's
+    tokenizer.json), texts are tokenized here and sent as ids, unless a call
+    sets a text option (prompt_name, input_type, truncate,
+    truncation_direction), which only the server applies. `priority` is
+    Triton's request priority level (0: the model's default), `max_in_flight`
+    the requests kept in flight at once, `timeout_s` the most one request may
+    take."""
 
     def __init__(
         self,
@@ -27,8 +33,7 @@ class ClientBase(ABC, Generic[TransportT]):
         protocol: Protocol = "grpc",
         *,
         tokenizer: str | Path | ClientTokenizer | None = None,
-        model: str = "embed",
-        tokens_model: str = "embed_tokens",
+        model: str = DEFAULT_MODEL,
         max_in_flight: int = 4,
         priority: int = 0,
         timeout_s: float = 60.0,
@@ -36,9 +41,22 @@ class ClientBase(ABC, Generic[TransportT]):
         if protocol not in PROTOCOLS:
             raise unknown_protocol(protocol)
         self._transport = self._open(protocol, Connection(url, max_in_flight, priority, timeout_s))
-        self._planner = planner(model, tokens_model, tokenizer)
+        self._planner = planner(model, tokenizer)
         self._limits: dict[str, int] = {}
 
     @abstractmethod
     def _open(self, protocol: Protocol, connection: Connection) -> TransportT:
         """The transport for a valid protocol."""
+
+    @property
+    def model(self) -> str:
+        """The Triton model texts go to."""
+        return self._planner.text_model
+
+    def with_model(self, model: str, tokenizer: str | Path | ClientTokenizer | None = None) -> Self:
+        """A client of another model of the same server, sharing this one's
+        connection, in-flight bound and max batch sizes read: close only one
+        of them, once, when done with all."""
+        other = copy.copy(self)
+        other._planner = planner(model, tokenizer)
+        return other

@@ -3,6 +3,7 @@
     embed "first text" "second text" -o vectors.npy
     embed --file texts.txt -o vectors.npy        # one text per line
     embed --file docs.jsonl --field body -o vectors.jsonl
+    embed --model e5-small-v2 --input-type query "what is Triton?"   # a catalog model
     cat texts.txt | embed --dtype int8 --format raw > vectors.i8
 
 Texts come from the arguments, else --file, else standard input (one per
@@ -20,6 +21,7 @@ from typing import BinaryIO
 
 from tqdm import tqdm
 
+from embedding_client.base import DEFAULT_MODEL
 from embedding_client.client import EmbeddingClient
 from embedding_client.decode import ROW_DTYPES
 from embedding_client.errors import EmbeddingError
@@ -30,6 +32,7 @@ from embedding_client.files import (
     output_format,
     read_text_file,
 )
+from embedding_client.options import INPUT_TYPES, TRUNCATION_DIRECTIONS, EmbedKwargs
 from embedding_client.transport import PROTOCOLS
 
 DEFAULT_URLS = {"grpc": "127.0.0.1:8001", "http": "127.0.0.1:8000"}
@@ -49,10 +52,33 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=OUTPUT_FORMATS, help="default: from the suffix")
     parser.add_argument("--url", help="host:port; 127.0.0.1:8001 (gRPC) or :8000 (HTTP)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, help="the server's model (Triton name) to embed with"
+    )
     parser.add_argument("--dtype", choices=list(ROW_DTYPES), default="float32")
     parser.add_argument("--dimensions", type=int, help="keep the first k dimensions")
     parser.add_argument("--no-normalize", dest="normalize", action="store_false")
-    parser.add_argument("--tokenizer", type=Path, help="tokenize here with this tokenizer.json")
+    parser.add_argument("--prompt-name", help="one of the model's prompts, put before each text")
+    parser.add_argument(
+        "--input-type", choices=INPUT_TYPES, help="the model's prompt for this kind of text"
+    )
+    parser.add_argument(
+        "--no-truncate",
+        dest="truncate",
+        action="store_const",
+        const=False,
+        help="refuse texts longer than the model's max length instead of truncating them",
+    )
+    parser.add_argument(
+        "--truncation-direction",
+        choices=TRUNCATION_DIRECTIONS,
+        help="which end of an over-long text is cut (the server's default: right)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="tokenize here with the model's tokenizer.json (the server does, with a text option)",
+    )
     parser.add_argument("--priority", type=int, default=0, help="Triton priority level")
     parser.add_argument("--max-in-flight", type=int, default=4)
     parser.add_argument("--chunk-size", type=int, default=1024, help="texts per progress step")
@@ -78,12 +104,20 @@ def embed_all(
     with tqdm(total=len(texts), unit="text", file=sys.stderr, disable=not show) as progress:
         for start in range(0, len(texts), args.chunk_size):
             chunk = texts[start : start + args.chunk_size]
-            writer.write(
-                client.embed(
-                    chunk, dtype=args.dtype, dimensions=args.dimensions, normalize=args.normalize
-                )
-            )
+            writer.write(client.embed(chunk, **embed_options(args)))
             progress.update(len(chunk))
+
+
+def embed_options(args: argparse.Namespace) -> EmbedKwargs:
+    return {
+        "dtype": args.dtype,
+        "dimensions": args.dimensions,
+        "normalize": args.normalize,
+        "prompt_name": args.prompt_name,
+        "input_type": args.input_type,
+        "truncate": args.truncate,
+        "truncation_direction": args.truncation_direction,
+    }
 
 
 def run(args: argparse.Namespace, texts: list[str]) -> None:
@@ -92,6 +126,7 @@ def run(args: argparse.Namespace, texts: list[str]) -> None:
         url,
         args.protocol,
         tokenizer=args.tokenizer,
+        model=args.model,
         max_in_flight=args.max_in_flight,
         priority=args.priority,
     ) as client:

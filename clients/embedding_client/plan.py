@@ -1,5 +1,8 @@
 """What one embedding call sends, shared by the sync and asyncio clients:
-the model, how to split the input for a given max batch size, the options."""
+the model, how to split the input for a given max batch size, the options.
+
+Each model the server serves has two entry points: its name takes texts,
+and `{name}_tokens` takes token ids (`embed` and `embed_tokens`)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,16 @@ from embedding_client.batching import (
     split_token_arrays,
     split_token_rows,
 )
-from embedding_client.errors import ServerError
+from embedding_client.errors import InvalidInputError, ServerError
 from embedding_client.options import EmbedOptions
 from embedding_client.tokenization import ClientTokenizer
+
+TOKENS_SUFFIX = "_tokens"
+
+
+def tokens_model_name(model: str) -> str:
+    """The token-id entry point of the model called `model`."""
+    return model + TOKENS_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -33,31 +43,44 @@ class Plan:
 @dataclass(frozen=True)
 class Planner:
     text_model: str
-    tokens_model: str
     tokenizer: ClientTokenizer | None
 
+    @property
+    def tokens_model(self) -> str:
+        return tokens_model_name(self.text_model)
+
     def texts(self, texts: str | Sequence[str], options: EmbedOptions) -> Plan:
+        """Texts go to the text entry point when the call sets a text option
+        (a prompt, the truncation), which only the server's tokenizer applies."""
         items = checked_texts(texts)
-        if self.tokenizer is not None:
+        if self.tokenizer is not None and not options.text_options:
             return self.token_rows(self.tokenizer.encode(items), options)
         return Plan(self.text_model, partial(split_texts, items), options)
 
     def token_rows(self, rows: Sequence[Sequence[int]], options: EmbedOptions) -> Plan:
+        _no_text_options(options)
         return Plan(self.tokens_model, partial(split_token_rows, checked_token_rows(rows)), options)
 
     def token_arrays(
         self, input_ids: object, attention_mask: object, options: EmbedOptions
     ) -> Plan:
+        _no_text_options(options)
         ids, mask = checked_token_arrays(input_ids, attention_mask)
         return Plan(self.tokens_model, partial(split_token_arrays, ids, mask), options)
 
 
-def planner(
-    text_model: str, tokens_model: str, tokenizer: str | Path | ClientTokenizer | None
-) -> Planner:
+def _no_text_options(options: EmbedOptions) -> None:
+    if options.text_options:
+        raise InvalidInputError(
+            f"invalid_parameter '{options.text_options[0]}': applies to texts only; "
+            "token ids go to the model as given, without a prompt or truncation"
+        )
+
+
+def planner(text_model: str, tokenizer: str | Path | ClientTokenizer | None) -> Planner:
     if tokenizer is None or isinstance(tokenizer, ClientTokenizer):
-        return Planner(text_model, tokens_model, tokenizer)
-    return Planner(text_model, tokens_model, ClientTokenizer.from_file(tokenizer))
+        return Planner(text_model, tokenizer)
+    return Planner(text_model, ClientTokenizer.from_file(tokenizer))
 
 
 def batch_limit(model: str, config: dict[str, Any]) -> int:

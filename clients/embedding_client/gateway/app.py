@@ -26,10 +26,18 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class GatewayModel:
+    """A model the gateway serves: `name` is both its OpenAI model and its
+    Triton model; `tokenizer` is its tokenizer.json."""
+
+    name: str
+    tokenizer: Path
+
+
+@dataclass(frozen=True)
 class GatewaySettings:
     triton_url: str
-    tokenizer: Path
-    model_name: str = "all-MiniLM-L6-v2"
+    models: tuple[GatewayModel, ...]
     api_key: str | None = None
     max_in_flight: int = 64
     priority: int = 0
@@ -51,16 +59,21 @@ def create_app(settings: GatewaySettings) -> web.Application:
 
 
 async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIterator[None]:
-    """The gRPC client belongs to the running event loop, so it is made here."""
-    tokenizer = ClientTokenizer.from_file(settings.tokenizer)
+    """The gRPC client belongs to the running event loop, so it is made here;
+    the models share its connection and its bound on requests in flight."""
+    tokenizers = [ClientTokenizer.from_file(model.tokenizer) for model in settings.models]
     client = AsyncEmbeddingClient(
         settings.triton_url,
         "grpc",
         max_in_flight=settings.max_in_flight,
         priority=settings.priority,
     )
-    model = ServedModel(settings.model_name, int(time.time()))
-    app[SERVICE] = EmbeddingsService(client, tokenizer, model, settings.api_key)
+    created = int(time.time())
+    models = [
+        ServedModel(model.name, tokenizer, client.with_model(model.name), created)
+        for model, tokenizer in zip(settings.models, tokenizers, strict=True)
+    ]
+    app[SERVICE] = EmbeddingsService(client, models, settings.api_key)
     yield
     await client.close()
 

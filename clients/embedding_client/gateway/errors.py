@@ -7,6 +7,9 @@ import orjson
 from embedding_client.errors import EmbeddingError, InvalidInputError, UnavailableError
 
 _RATE_LIMITED = {"StatusCode.RESOURCE_EXHAUSTED", "429"}
+# Triton knows no model of that name: one this gateway serves is missing from
+# Triton's catalog, or the server is stopping (it unloads its models first).
+_UNKNOWN_MODEL = "StatusCode.NOT_FOUND"
 # The service's error kinds (embedding_client.errors.ERROR_KINDS) as
 # OpenAI error codes.
 _CODES = {
@@ -50,7 +53,19 @@ def bad_request(message: str, param: str | None, code: str = "invalid_value") ->
     return ApiError(400, message, param=param, code=code)
 
 
-def from_embedding_error(error: EmbeddingError) -> ApiError:
+def from_embedding_error(error: EmbeddingError, model: str | None = None) -> ApiError:
+    """model: the OpenAI model of the request, which names Triton's."""
+    if error.status == _UNKNOWN_MODEL:
+        # 503, not 404: /v1/models lists it, and a stopping server's refusal
+        # is over once the balancer or a retry reaches another one.
+        return ApiError(
+            503,
+            f"Triton does not serve the model '{model}' now (it is not in the server's "
+            f"catalog, or the server is stopping): {error.message}",
+            type="server_error",
+            param="model",
+            code="model_not_available",
+        )
     if isinstance(error, InvalidInputError):
         return bad_request(
             error.message, error.parameter, _CODES.get(error.kind or "", "invalid_value")

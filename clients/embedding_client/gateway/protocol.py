@@ -3,22 +3,35 @@ responses shaped exactly like OpenAI's.
 
 base64 embeddings are the float32 little-endian bytes Triton returned; float
 embeddings go from numpy to JSON through orjson, with no Python float list.
+
+Beyond OpenAI's fields, a request may set the service's text options
+(prompt_name, input_type, truncate, truncation_direction), which travel to
+Triton as request parameters of the same names.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, TypeVar
 
 import numpy as np
 import orjson
 
 from embedding_client.gateway.errors import ApiError, bad_request
+from embedding_client.options import (
+    INPUT_TYPES,
+    TEXT_OPTIONS,
+    TRUNCATION_DIRECTIONS,
+    InputType,
+    TruncationDirection,
+)
 
 MAX_INPUTS = 2048
-FIELDS = frozenset({"input", "model", "encoding_format", "dimensions", "user"})
+FIELDS = frozenset({"input", "model", "encoding_format", "dimensions", "user", *TEXT_OPTIONS})
 EncodingFormat = Literal["float", "base64"]
+ChoiceT = TypeVar("ChoiceT", bound=str)
 _INPUT_SHAPES = (
     "a string, an array of strings, an array of token ids or an array of token-id arrays"
 )
@@ -30,31 +43,49 @@ class TokenLimits:
     vocab_size: int
 
 
+class TextOptions(TypedDict, total=False):
+    """The text options a request sets (null is not set)."""
+
+    prompt_name: str
+    input_type: InputType
+    truncate: bool
+    truncation_direction: TruncationDirection
+
+
 @dataclass(frozen=True)
 class EmbeddingsRequest:
-    """Exactly one of texts and token_rows is non-empty."""
+    """Exactly one of texts and token_rows is non-empty; text_options only
+    with texts."""
 
     model: str
     texts: list[str]
     token_rows: list[list[int]]
     encoding_format: EncodingFormat
     dimensions: int | None
+    text_options: TextOptions
 
 
-def parse_embeddings_request(
-    body: bytes, served_model: str, limits: TokenLimits
-) -> EmbeddingsRequest:
+def parse_embeddings_request(body: bytes, served: Mapping[str, TokenLimits]) -> EmbeddingsRequest:
+    """served: the limits of each model this gateway serves, by name."""
     payload = _json_object(body)
     unknown = sorted(payload.keys() - FIELDS)
     if unknown:
         raise bad_request(
             f"Unrecognized request argument supplied: {unknown[0]}", unknown[0], "unknown_parameter"
         )
-    model = _model(payload, served_model)
+    model = _model(payload, served)
     _optional_string(payload, "user")
-    texts, token_rows = _input(payload.get("input"), limits)
+    options = _text_options(payload)
+    texts, token_rows = _input(payload.get("input"), served[model])
+    if token_rows and options:
+        field = next(iter(options))
+        raise bad_request(
+            f"'{field}' applies to text input only: token ids go to the model as given, "
+            "without a prompt or truncation",
+            field,
+        )
     return EmbeddingsRequest(
-        model, texts, token_rows, _encoding_format(payload), _dimensions(payload)
+        model, texts, token_rows, _encoding_format(payload), _dimensions(payload), options
     )
 
 
@@ -70,20 +101,58 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return payload
 
 
-def _model(payload: dict[str, Any], served_model: str) -> str:
+def _model(payload: dict[str, Any], served: Mapping[str, object]) -> str:
     model = payload.get("model")
     if not isinstance(model, str):
         raise bad_request(
             "'model' is required and must be a string", "model", "missing_required_parameter"
         )
-    if model != served_model:
-        raise ApiError(
-            404,
-            f"The model '{model}' does not exist; this gateway serves '{served_model}'",
-            param="model",
-            code="model_not_found",
-        )
+    if model not in served:
+        raise model_not_found(model, served)
     return model
+
+
+def model_not_found(model: str, served: Mapping[str, object]) -> ApiError:
+    names = ", ".join(f"'{name}'" for name in served)
+    return ApiError(
+        404,
+        f"The model '{model}' does not exist; this gateway serves {names}",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def _text_options(payload: dict[str, Any]) -> TextOptions:
+    """Types and choices only: which prompts a model has is Triton's to say."""
+    options = TextOptions()
+    prompt_name = payload.get("prompt_name")
+    if prompt_name is not None:
+        if not isinstance(prompt_name, str):
+            raise bad_request(f"'prompt_name' must be a string, got {prompt_name!r}", "prompt_name")
+        options["prompt_name"] = prompt_name
+    input_type = payload.get("input_type")
+    if input_type is not None:
+        options["input_type"] = _choice(payload, "input_type", INPUT_TYPES)
+    truncate = payload.get("truncate")
+    if truncate is not None:
+        if not isinstance(truncate, bool):
+            raise bad_request(f"'truncate' must be a boolean, got {truncate!r}", "truncate")
+        options["truncate"] = truncate
+    direction = payload.get("truncation_direction")
+    if direction is not None:
+        options["truncation_direction"] = _choice(
+            payload, "truncation_direction", TRUNCATION_DIRECTIONS
+        )
+    return options
+
+
+def _choice(payload: dict[str, Any], field: str, choices: tuple[ChoiceT, ...]) -> ChoiceT:
+    value = payload[field]
+    for choice in choices:
+        if value == choice:
+            return choice
+    expected = " or ".join(f"'{choice}'" for choice in choices)
+    raise bad_request(f"'{field}' must be {expected}, got {value!r}", field)
 
 
 def _optional_string(payload: dict[str, Any], field: str) -> None:

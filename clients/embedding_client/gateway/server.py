@@ -1,10 +1,12 @@
 """Run the OpenAI-compatible embeddings gateway.
 
     embedding-gateway --triton-url 127.0.0.1:8001 \
-        --tokenizer model_repository/shared/tokenizer/1/tokenizer.json [--port 8080]
+        --model all-MiniLM-L6-v2=model_repository/shared/tokenizer/1/tokenizer.json \
+        [--model NAME=TOKENIZER_JSON ...] [--port 8080]
 
-With EMBEDDING_GATEWAY_API_KEY set, every /v1 request needs
-`Authorization: Bearer <that key>`.
+Each --model serves one of Triton's models under its Triton name, with that
+model's tokenizer.json. With EMBEDDING_GATEWAY_API_KEY set, every /v1 request
+needs `Authorization: Bearer <that key>`.
 """
 
 from __future__ import annotations
@@ -12,26 +14,59 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 from pathlib import Path
 
 from aiohttp import web
 
-from embedding_client.gateway.app import GatewaySettings, create_app
+from embedding_client.gateway.app import GatewayModel, GatewaySettings, create_app
+from embedding_client.tokenization import ClientTokenizer
 
 API_KEY_VARIABLE = "EMBEDDING_GATEWAY_API_KEY"
+# Triton's model names (a folder name), which also fit in /v1/models/{model}.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def model_argument(value: str) -> GatewayModel:
+    """NAME=TOKENIZER_JSON, for argparse."""
+    name, separator, tokenizer = value.partition("=")
+    if not separator or not tokenizer:
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=TOKENIZER_JSON")
+    if not MODEL_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(
+            f"{name!r} is not a Triton model name (letters, digits, '_', '-', '.')"
+        )
+    path = Path(tokenizer)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{name}: {path}: no such file")
+    try:
+        ClientTokenizer.from_file(path)
+    except Exception as error:
+        raise argparse.ArgumentTypeError(f"{name}: {path}: {error}") from error
+    return GatewayModel(name, path)
 
 
 def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
-    defaults = GatewaySettings("", Path())
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    defaults = GatewaySettings("", ())
+    parser = argparse.ArgumentParser(
+        prog="embedding-gateway", description=(__doc__ or "").splitlines()[0]
+    )
     parser.add_argument("--triton-url", required=True, help="Triton's gRPC host:port")
-    parser.add_argument("--tokenizer", type=Path, required=True, help="the server's tokenizer.json")
-    parser.add_argument("--model-name", default=defaults.model_name)
+    parser.add_argument(
+        "--model",
+        dest="models",
+        type=model_argument,
+        action="append",
+        required=True,
+        metavar="NAME=TOKENIZER_JSON",
+        help="a model to serve: its Triton name, also its OpenAI name, and its tokenizer.json "
+        "(repeat for more models)",
+    )
     parser.add_argument(
         "--max-in-flight",
         type=int,
         default=defaults.max_in_flight,
-        help="requests the gateway keeps in flight to Triton at once",
+        help="requests the gateway keeps in flight to Triton at once, all models together",
     )
     parser.add_argument(
         "--priority",
@@ -42,12 +77,13 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8080)
     args = parser.parse_args(argv)
-    if not args.tokenizer.is_file():
-        parser.error(f"--tokenizer {args.tokenizer}: no such file")
+    names = [model.name for model in args.models]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        parser.error(f"--model {repeated[0]} is given more than once")
     settings = GatewaySettings(
         args.triton_url,
-        args.tokenizer,
-        args.model_name,
+        tuple(args.models),
         os.environ.get(API_KEY_VARIABLE) or None,
         args.max_in_flight,
         args.priority,
@@ -58,9 +94,10 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
 def main(argv: list[str] | None = None) -> None:
     settings, host, port = parse_settings(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    names = ", ".join(repr(model.name) for model in settings.models)
     print(
         f"embedding-gateway: http://{host}:{port}/v1 -> Triton gRPC {settings.triton_url}, "
-        f"model {settings.model_name!r}, priority {settings.priority}, "
+        f"models {names}, priority {settings.priority}, "
         f"auth {'on' if settings.api_key else 'off'}",
         flush=True,
     )

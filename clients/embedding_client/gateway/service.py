@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import orjson
 
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.errors import EmbeddingError
 from embedding_client.gateway.errors import ApiError, from_embedding_error
 from embedding_client.gateway.protocol import (
+    EmbeddingsRequest,
     TokenLimits,
+    model_not_found,
     model_object,
     parse_embeddings_request,
     render_embeddings,
@@ -29,25 +33,32 @@ INLINE_TOKENIZE_CHARS = 64 * 1024
 
 @dataclass(frozen=True)
 class ServedModel:
+    """One model of the gateway: its OpenAI name is its Triton name, `client`
+    is bound to it (texts to `name`, ids to `{name}_tokens`)."""
+
     name: str
+    tokenizer: ClientTokenizer
+    client: AsyncEmbeddingClient
     created: int
+
+    @property
+    def limits(self) -> TokenLimits:
+        return TokenLimits(self.tokenizer.max_length, self.tokenizer.vocab_size)
 
 
 class EmbeddingsService:
     """Texts are tokenized here, once: the ids give usage.prompt_tokens and go
-    to Triton's `embed_tokens`, so Triton does not tokenize them again."""
+    to Triton's `{model}_tokens`, so Triton does not tokenize them again. A
+    request that sets a text option (a prompt, the truncation) sends its texts
+    to `{model}` instead, whose tokenizer applies it; its usage counts the
+    texts' tokens without the prompt."""
 
     def __init__(
-        self,
-        client: AsyncEmbeddingClient,
-        tokenizer: ClientTokenizer,
-        model: ServedModel,
-        api_key: str | None,
+        self, client: AsyncEmbeddingClient, models: Sequence[ServedModel], api_key: str | None
     ) -> None:
         self._client = client
-        self._tokenizer = tokenizer
-        self._model = model
-        self._limits = TokenLimits(tokenizer.max_length, tokenizer.vocab_size)
+        self._models = {model.name: model for model in models}
+        self._limits = {model.name: model.limits for model in models}
         self._api_key = api_key.encode() if api_key else None
 
     def authorize(self, authorization: str | None) -> None:
@@ -64,32 +75,44 @@ class EmbeddingsService:
             raise ApiError(401, "Incorrect API key provided", code="invalid_api_key")
 
     async def create_embeddings(self, body: bytes) -> bytes:
-        request = parse_embeddings_request(body, self._model.name, self._limits)
-        rows = request.token_rows or await self._tokenize(request.texts)
+        request = parse_embeddings_request(body, self._limits)
+        model = self._models[request.model]
+        rows = request.token_rows or await self._tokenize(model.tokenizer, request.texts)
         try:
-            vectors = await self._client.embed_token_ids(rows, dimensions=request.dimensions)
+            vectors = await self._embed(model.client, request, rows)
         except EmbeddingError as error:
-            raise from_embedding_error(error) from error
+            raise from_embedding_error(error, model.name) from error
         prompt_tokens = sum(len(row) for row in rows)
-        return render_embeddings(vectors, request.encoding_format, self._model.name, prompt_tokens)
+        return render_embeddings(vectors, request.encoding_format, model.name, prompt_tokens)
 
-    async def _tokenize(self, texts: list[str]) -> list[list[int]]:
+    @staticmethod
+    async def _embed(
+        client: AsyncEmbeddingClient, request: EmbeddingsRequest, rows: list[list[int]]
+    ) -> np.ndarray:
+        if request.text_options:
+            return await client.embed(
+                request.texts, dimensions=request.dimensions, **request.text_options
+            )
+        return await client.embed_token_ids(rows, dimensions=request.dimensions)
+
+    @staticmethod
+    async def _tokenize(tokenizer: ClientTokenizer, texts: list[str]) -> list[list[int]]:
         if sum(len(text) for text in texts) <= INLINE_TOKENIZE_CHARS:
-            return self._tokenizer.encode(texts)
-        return await asyncio.to_thread(self._tokenizer.encode, texts)
+            return tokenizer.encode(texts)
+        return await asyncio.to_thread(tokenizer.encode, texts)
 
     def list_models(self) -> bytes:
-        return render_models([self._model_object()])
+        return render_models([self._model_object(model) for model in self._models.values()])
 
     def retrieve_model(self, name: str) -> bytes:
-        if name != self._model.name:
-            raise ApiError(
-                404, f"The model '{name}' does not exist", param="model", code="model_not_found"
-            )
-        return orjson.dumps(self._model_object())
+        model = self._models.get(name)
+        if model is None:
+            raise model_not_found(name, self._models)
+        return orjson.dumps(self._model_object(model))
 
-    def _model_object(self) -> dict[str, object]:
-        return model_object(self._model.name, self._model.created, OWNED_BY)
+    @staticmethod
+    def _model_object(model: ServedModel) -> dict[str, object]:
+        return model_object(model.name, model.created, OWNED_BY)
 
     async def triton_ready(self) -> bool:
         try:
