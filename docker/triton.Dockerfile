@@ -36,6 +36,10 @@ COPY --from=serializer /build/libtriton_embedding_serializer.so \
 # with the image's Python (standard library only) from this folder.
 WORKDIR /opt/embedding
 COPY server /opt/embedding/server
+# The default catalog, served from the model repository mounted at /models,
+# which the launcher finds as its REPO_ROOT/model_repository.
+COPY models.toml /opt/embedding/models.toml
+RUN ln -s /models /opt/embedding/model_repository
 # What the Python-backend models import beside their own folder.
 COPY model_common /opt/embedding/model_common
 RUN pip install --no-cache-dir --disable-pip-version-check /opt/embedding/model_common

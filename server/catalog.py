@@ -4,7 +4,7 @@
     name = "all-MiniLM-L6-v2"        # what clients call it: the Triton model, the OpenAI model
     aliases = ["embed"]              # more names for the same model
     # path = "models/e5-small"       # a sentence-transformers folder; absent: the packaged MiniLM
-    engine = "auto"                  # auto | onnxruntime | openvino
+    engine = "auto"                  # auto | onnxruntime | openvino | tensorrt
     instances = 2                    # embedder instances; absent: its config.pbtxt's count
 
 `models.toml` at the repository root is the default catalog. A catalog that
@@ -22,9 +22,13 @@ from pathlib import Path
 from server.paths import REPO_ROOT
 
 DEFAULT_CATALOG = REPO_ROOT / "models.toml"
-# auto: OpenVINO where its export measured it faster than ONNX Runtime on
-# this machine at the cosine bar, ONNX Runtime otherwise (server.paths).
-ENGINES = ("auto", "onnxruntime", "openvino")
+# auto: on a server with the packaged model's TensorRT engine (built on its
+# GPU by export/export_tensorrt.py), that engine; otherwise OpenVINO where
+# its export measured it faster than ONNX Runtime on this machine at the
+# cosine bar, ONNX Runtime otherwise (server.catalog_exports).
+ENGINES = ("auto", "onnxruntime", "openvino", "tensorrt")
+# Engines built for the packaged model only, so far.
+PACKAGED_ENGINES = ("tensorrt",)
 KEYS = frozenset({"name", "path", "aliases", "engine", "instances"})
 # Triton names a model by its folder: letters, digits, '_', '-' and '.',
 # not starting with '.', and short enough for a metric label.
@@ -36,6 +40,9 @@ TOKENIZER_SUFFIX = ".tokenizer"
 EMBEDDER_SUFFIX = ".embedder"
 # Shared by every model.
 SERIALIZER = "serializer"
+# The packaged model's stages keep model_repository's names: they are served
+# from its folders, with their per-device configs (configs/gpu.pbtxt).
+PACKAGED_STAGES = ("tokenizer", "embedder", "embedder_engine")
 
 
 @dataclass(frozen=True)
@@ -53,16 +60,17 @@ class CatalogModel:
 
     @property
     def tokenizer(self) -> str:
-        return self.name + TOKENIZER_SUFFIX
+        return PACKAGED_STAGES[0] if self.path is None else self.name + TOKENIZER_SUFFIX
 
     @property
     def embedder(self) -> str:
-        return self.name + EMBEDDER_SUFFIX
+        return PACKAGED_STAGES[1] if self.path is None else self.name + EMBEDDER_SUFFIX
 
     def triton_models(self) -> tuple[str, ...]:
         """The Triton models this entry adds to a server."""
         entries = tuple(name + suffix for name in self.names for suffix in ("", TOKENS_SUFFIX))
-        return (*entries, self.tokenizer, self.embedder)
+        stages = PACKAGED_STAGES if self.path is None else (self.tokenizer, self.embedder)
+        return (*entries, *stages)
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,8 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
         return CatalogModel(name, None, tuple(aliases), str(engine), instances)
     if not isinstance(folder, str):
         return "'path' must be a string"
+    if engine in PACKAGED_ENGINES:
+        return f"the {engine} engine serves the packaged model only (an entry without 'path')"
     resolved = (base / folder).resolve()
     if not (resolved / "modules.json").is_file():
         return f"'path' {resolved} is not a sentence-transformers folder (no modules.json)"

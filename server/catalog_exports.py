@@ -15,7 +15,15 @@ import subprocess
 from pathlib import Path
 
 from server.catalog import CatalogModel
-from server.paths import ENGINE_FOLDERS, EXPORTS, MODEL_REPOSITORY, REPO_ROOT, faster_cpu_engine
+from server.paths import (
+    ENGINE_FOLDERS,
+    EXPORTS,
+    MODEL_REPOSITORY,
+    REPO_ROOT,
+    TENSORRT_FOLDER,
+    TENSORRT_PLAN,
+    faster_cpu_engine,
+)
 
 EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 EXPORT_CODE = tuple(sorted((REPO_ROOT / "export").glob("*.py")))
@@ -29,13 +37,19 @@ def export_root(model: CatalogModel) -> Path:
 
 
 def engine_of(model: CatalogModel) -> str:
-    """The engine that serves `model`: its own choice, or for auto what its
-    export measured."""
-    return faster_cpu_engine(export_root(model)) if model.engine == "auto" else model.engine
+    """The engine that serves `model`: its own choice, or for auto the
+    packaged model's TensorRT engine where this server has it built, else
+    the CPU engine its export measured faster."""
+    if model.engine != "auto":
+        return model.engine
+    if model.path is None and TENSORRT_PLAN.exists():
+        return "tensorrt"
+    return faster_cpu_engine(export_root(model))
 
 
 def engine_folder(model: CatalogModel) -> str:
-    return ENGINE_FOLDERS[engine_of(model)]
+    engine = engine_of(model)
+    return TENSORRT_FOLDER if engine == "tensorrt" else ENGINE_FOLDERS[engine]
 
 
 def source_digest(model: CatalogModel) -> str:
@@ -66,12 +80,21 @@ def ensure_exported(model: CatalogModel, log: list[str]) -> str | None:
     """Exports `model` unless its export is current; the refusal, naming the
     entry, when it cannot be exported."""
     if model.path is None:
-        engines = list(ENGINE_FOLDERS) if model.engine == "auto" else [model.engine]
-        folders = ["shared/tokenizer", *(f"{ENGINE_FOLDERS[e]}/embedder" for e in engines)]
-        missing = [f for f in folders if not (MODEL_REPOSITORY / f / "1" / "export.json").exists()]
+        engine = engine_of(model)
+        needed = [MODEL_REPOSITORY / "shared" / "tokenizer" / "1" / "export.json"]
+        if engine == "tensorrt":
+            needed.append(TENSORRT_PLAN)
+        else:
+            engines = list(ENGINE_FOLDERS) if model.engine == "auto" else [engine]
+            needed += [
+                MODEL_REPOSITORY / ENGINE_FOLDERS[e] / "embedder" / "1" / "export.json"
+                for e in engines
+            ]
+        missing = [str(path.relative_to(MODEL_REPOSITORY)) for path in needed if not path.exists()]
         return (
             f"entry {model.name!r}: the packaged model's export is missing ({', '.join(missing)}); "
             "run scripts/setup.sh"
+            + (" and export/export_tensorrt.py on the serving GPU" if engine == "tensorrt" else "")
             if missing
             else None
         )

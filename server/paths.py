@@ -36,6 +36,10 @@ SERVED_REPOSITORY = REPO_ROOT / "build" / "served"
 # The CPU embedder folder of each engine, in MODEL_REPOSITORY and in every
 # export.
 ENGINE_FOLDERS = {"onnxruntime": "onnx_cpu", "openvino": "openvino_cpu"}
+# The packaged model's TensorRT embedder and the engine that
+# export/export_tensorrt.py builds on the serving GPU.
+TENSORRT_FOLDER = "tensorrt_gpu"
+TENSORRT_PLAN = MODEL_REPOSITORY / TENSORRT_FOLDER / "embedder_engine" / "1" / "model.plan"
 
 
 def faster_cpu_engine(export_root: Path) -> str:

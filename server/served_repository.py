@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from server.catalog import (
+    PACKAGED_STAGES,
     SERIALIZER,
     TOKENS_SUFFIX,
     Catalog,
@@ -39,6 +40,7 @@ from server.paths import MODEL_REPOSITORY, REPO_ROOT, SHARED_REPOSITORY
 # renames to its model's stages.
 TOKENIZER_STAGE = "tokenizer"
 EMBEDDER_STAGE = "embedder"
+TENSORRT_ENGINE_STAGE = PACKAGED_STAGES[2]
 # The tokenizer parameter naming the embedder whose backlog it admits by.
 EMBEDDER_MODEL_PARAMETER = "embedder_model"
 
@@ -105,8 +107,11 @@ def _link_version(target: Path, code: Path, export: Path) -> None:
 
 def _stage(out: Path, model: CatalogModel, folder: str, source: Path, edits: list[Edit]) -> None:
     """A stage of `model`: the config of `source` (a model_repository
-    folder) with `edits`, its code, and the export's files for it."""
+    folder) with `edits`, its per-device configs, its code, and the export's
+    files for it."""
     _write(out / folder, source / "config.pbtxt", edits, model.name)
+    if (source / "configs").is_dir():
+        (out / folder / "configs").symlink_to((source / "configs").resolve())
     relative = source.relative_to(MODEL_REPOSITORY) / "1"
     _link_version(out / folder / "1", MODEL_REPOSITORY / relative, export_root(model) / relative)
 
@@ -135,8 +140,11 @@ def write_served_repository(catalog: Catalog, out: Path) -> None:
         tokenizer = [_parameter(EMBEDDER_MODEL_PARAMETER, model.embedder)]
         embedder = [] if model.instances is None else [_instances(model.instances)]
         _stage(out, model, model.tokenizer, SHARED_REPOSITORY / TOKENIZER_STAGE, tokenizer)
-        engine = MODEL_REPOSITORY / engine_folder(model) / EMBEDDER_STAGE
-        _stage(out, model, model.embedder, engine, embedder)
+        engine = MODEL_REPOSITORY / engine_folder(model)
+        _stage(out, model, model.embedder, engine / EMBEDDER_STAGE, embedder)
+        # The TensorRT embedder runs its engine, a model of its own.
+        if (engine / TENSORRT_ENGINE_STAGE).is_dir():
+            _stage(out, model, TENSORRT_ENGINE_STAGE, engine / TENSORRT_ENGINE_STAGE, [])
         _entry_points(out, model)
 
 

@@ -48,6 +48,7 @@ def test_the_default_catalog_names_the_packaged_minilm_and_todays_names() -> Non
         ('[[models]]\nname = "a"\n[[models]]\nname = "a"\n', ["'a'", "already"]),
         ('[[models]]\nname = "a"\n[[models]]\nname = "b"\naliases = ["a"]\n', ["'b'", "'a'"]),
         ('[[models]]\nname = "serializer"\n', ["serializer"]),
+        ('[[models]]\nname = "a"\n[[models]]\nname = "b"\n', ["'b'", "'tokenizer'"]),
         ('[[models]]\nname = "bad/name"\n', ["'bad/name'", "not a name Triton can serve"]),
         ('[[models]]\nname = ".hidden"\n', ["'.hidden'", "not a name Triton"]),
         ('[[models]]\nname = "a"\npath = "nowhere"\n', ["'a'", "nowhere", "modules.json"]),
@@ -91,15 +92,32 @@ def test_served_configs_come_from_the_shipped_ones_with_the_models_names(tmp_pat
     served = tmp_path / "served"
     catalog = prepare(DEFAULT_CATALOG, served)
     assert isinstance(catalog, Catalog), catalog
-    tokenizer = read_config(served / "all-MiniLM-L6-v2.tokenizer" / "config.pbtxt")
-    assert tokenizer.parameters["embedder_model"].string_value == "all-MiniLM-L6-v2.embedder"
+    (model,) = catalog.models
+    # The packaged model's stages keep the shipped names and device configs.
+    assert (model.tokenizer, model.embedder) == ("tokenizer", "embedder")
+    assert (served / "tokenizer" / "configs" / "gpu.pbtxt").is_file()
+    tokenizer = read_config(served / "tokenizer" / "config.pbtxt")
+    assert tokenizer.parameters["embedder_model"].string_value == "embedder"
     for entry in ("embed", "all-MiniLM-L6-v2", "embed_tokens", "all-MiniLM-L6-v2_tokens"):
         steps = read_config(served / entry / "config.pbtxt").ensemble_scheduling.step
         assert [step.model_name for step in steps][-1] == "serializer"
-        assert {step.model_name for step in steps[:-1]} <= {
-            "all-MiniLM-L6-v2.tokenizer",
-            "all-MiniLM-L6-v2.embedder",
-        }
+        assert {step.model_name for step in steps[:-1]} <= {"tokenizer", "embedder"}
+
+
+def test_a_model_of_its_own_gets_stages_named_after_it(tmp_path: Path) -> None:
+    _folder(tmp_path, "e5")
+    text = '[[models]]\nname = "e5"\npath = "e5"\ninstances = 3\n'
+    catalog = read_catalog(_catalog(tmp_path, text))
+    assert isinstance(catalog, Catalog), catalog
+    (model,) = catalog.models
+    assert set(model.triton_models()) == {"e5", "e5_tokens", "e5.tokenizer", "e5.embedder"}
+
+
+def test_the_gpu_engine_serves_the_packaged_model_only(tmp_path: Path) -> None:
+    _folder(tmp_path, "e5")
+    text = '[[models]]\nname = "e5"\npath = "e5"\nengine = "tensorrt"\n'
+    refusal = read_catalog(_catalog(tmp_path, text))
+    assert isinstance(refusal, str) and "'e5'" in refusal and "packaged model only" in refusal
 
 
 @pytest.fixture(scope="module")
