@@ -1,22 +1,35 @@
 """Export a sentence-transformers model to ONNX for the Triton embedding service.
 
 The exported graph takes `input_ids` and `attention_mask` (int64 [batch, seq]) and returns
-`embedding` (L2-normalized, float32 [batch, D]) and `norm` (the L2 norm of the pooled vector
-before normalization, float32 [batch, 1]), with the model's own pooling computed in the graph.
+`embedding` (L2-normalized, float32 [batch, D]) and `norm` (the L2 norm of the final vector
+before normalization, float32 [batch, 1]), with the model's own pooling (mean, CLS or last
+token, the latter two found from the attention mask, so rows padded on either side pool alike)
+and its Dense modules computed in the graph; D is the last Dense module's width where there is
+one. The families served (SUPPORTED_MODEL_TYPES) are BERT, XLM-RoBERTa, MPNet, ModernBERT and
+Qwen3-style decoders, through transformers' own classes; any other architecture, module, pooling
+mode or prompt handling is refused with a message naming it.
 
-Before anything is written, the ONNX file is run with onnxruntime on a fixed set of texts and
-compared with `SentenceTransformer.encode`; the export fails if any cosine is below the
-threshold of its graph kind (`--graph`, export/optimize_graph.py): `plain` (the exporter's
-graph) and `fused` (ONNX Runtime's transformer fusions, float32) must reach 0.9999; `int8`
-(fused, then dynamically quantized; opt-in) must reach 0.96 and records its measured cosine.
-On success it writes, each file atomically:
+Before anything is written, the export checks that the model's tokenizer.json, as the
+tokenizer stage runs it (truncation at max_seq_length, no padding, its post-processor), gives
+the very token ids sentence-transformers feeds the model, then runs the ONNX file with
+onnxruntime on a fixed set of texts, unprompted and with each of the model's prompts before
+them, and compares it with `SentenceTransformer.encode` (with `prompt_name`, or with no prompt at
+all); the export fails if any cosine is below the threshold of its graph kind (`--graph`,
+export/optimize_graph.py): `plain` (the exporter's graph) and `fused` (ONNX Runtime's
+transformer fusions, float32) must reach 0.9999; `int8` (fused, then dynamically quantized;
+opt-in) must reach 0.96 and records its measured cosine. On success it writes, each file
+atomically:
 
     <repository>/onnx_cpu/embedder/1/model.onnx
     <repository>/shared/tokenizer/1/tokenizer.json   (truncation at max_seq_length, no padding)
-    export.json, the export's record (weights folder, pooling, embedding width, max length,
-    vocabulary size, check results), into every model folder that reads it:
-    <repository>/onnx_cpu/embedder/1/, <repository>/torch_gpu/embedder/1/ and
-    <repository>/shared/tokenizer/1/, so each folder deploys on its own.
+    export.json, the export's record (weights folder, architecture, modules, pooling, embedding
+    width, max length, vocabulary size, prompts and default prompt name, check results), into
+    every model folder that reads it: <repository>/onnx_cpu/embedder/1/,
+    <repository>/torch_gpu/embedder/1/ and <repository>/shared/tokenizer/1/, so each folder
+    deploys on its own.
+
+The prompts are the model's config_sentence_transformers.json ones: the tokenizer stage puts
+`prompts[name]` before the text, plain string concatenation, as sentence-transformers does.
 """
 
 from __future__ import annotations
@@ -45,7 +58,7 @@ from tokenizers import Encoding, Tokenizer
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-PoolingMode = Literal["mean", "cls"]
+PoolingMode = Literal["mean", "cls", "lasttoken"]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]
 
@@ -66,11 +79,31 @@ SUPPORTED_POOLING: MappingProxyType[str, PoolingMode] = MappingProxyType(
     {
         "pooling_mode_mean_tokens": "mean",
         "pooling_mode_cls_token": "cls",
+        "pooling_mode_lasttoken": "lasttoken",
         "mean": "mean",
         "cls": "cls",
+        "lasttoken": "lasttoken",
     }
 )
-SUPPORTED_MODULES = frozenset({"Transformer", "Pooling", "Normalize"})
+SUPPORTED_MODULES = frozenset({"Transformer", "Pooling", "Dense", "Normalize"})
+# The modules that may follow Pooling, applied in the graph in modules.json's order.
+HEAD_MODULES = frozenset({"Dense", "Normalize"})
+# config.json model_type -> the transformers class sentence-transformers loads it as (AutoModel).
+# Each exports through the TorchScript exporter and passes the self-check on the test families
+# (harness/family_models.py); other architectures are refused rather than guessed at.
+SUPPORTED_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "bert": "BertModel",
+        "xlm-roberta": "XLMRobertaModel",
+        "mpnet": "MPNetModel",
+        "modernbert": "ModernBertModel",
+        "qwen3": "Qwen3Model",
+    }
+)
+# Where the position embeddings start after the padding id (RoBERTa-style position ids), the
+# last max_position_embeddings - (pad_token_id + 1) positions are the usable ones.
+PADDING_OFFSET_POSITIONS = frozenset({"xlm-roberta", "mpnet"})
+SENTENCE_EMBEDDING = "sentence_embedding"
 
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAMES = ("embedding", "norm")
@@ -94,6 +127,9 @@ CHECK_TEXTS = (
     " \t\n  ",
     LONG_TEXT,
 )
+# Checked once more after each of the model's prompts: a short text, a non-Latin one, the prompt
+# alone, and one truncated at the max length with the prompt's tokens counted in.
+PROMPTED_CHECK_TEXTS = (CHECK_TEXTS[0], CHECK_TEXTS[2], CHECK_TEXTS[5], "", LONG_TEXT)
 
 
 @dataclass(frozen=True)
@@ -101,10 +137,35 @@ class ModelSpec:
     """What the export needs to know about the sentence-transformers model directory."""
 
     model_dir: Path
+    transformer_dir: Path  # the Transformer module's folder: config.json, tokenizer.json
+    model_type: str
+    modules: tuple[str, ...]  # modules.json's class names, in order
     pooling: PoolingMode
     max_seq_length: int
     vocab_size: int  # rows of the embedding table: token ids must lie below
-    has_normalize: bool
+    has_normalize: bool  # the last module is Normalize: encode() hides the final vector's norm
+    prompts: dict[str, str]  # config_sentence_transformers.json: name -> text put before the text
+    default_prompt_name: str | None
+
+
+@dataclass(frozen=True)
+class CheckCase:
+    """One self-check text: the text before any prompt, and the prompt put before it."""
+
+    label: str  # its key in check_cosines
+    prompt_name: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class CheckSet:
+    """The self-check texts as the tokenizer stage encodes them, and what sentence-transformers
+    makes of the same texts (L2-normalized), row for row."""
+
+    cases: tuple[CheckCase, ...]
+    encodings: tuple[Encoding, ...]
+    reference: FloatArray
+    pads_left: bool  # the model's tokenizer pads on the left, so its batches are checked so too
 
 
 @dataclass(frozen=True)
@@ -114,7 +175,7 @@ class CheckResult:
     min_cosine: float
     embedding_dim: int
     num_texts: int
-    cosines: dict[str, float]  # per check text (its first 40 characters), the lower of the two runs
+    cosines: dict[str, float]  # per check text (its first 40 characters), the lowest of the runs
 
 
 @dataclass(frozen=True)
@@ -127,12 +188,21 @@ class GraphBuild:
 
 
 class EmbeddingGraph(torch.nn.Module):
-    """Transformer encoder + pooling + L2 normalization, as one exportable module."""
+    """Transformer encoder + pooling + Dense modules + L2 normalization, as one exportable
+    module."""
 
-    def __init__(self, encoder: torch.nn.Module, pooling: PoolingMode) -> None:
+    def __init__(
+        self,
+        encoder: torch.nn.Module,
+        pooling: PoolingMode,
+        head: Sequence[torch.nn.Module] = (),
+    ) -> None:
         super().__init__()
         self.encoder = encoder
         self.pooling = pooling
+        # sentence-transformers' own Dense (and inner Normalize) modules, run as encode() runs
+        # them: each reads and writes the features' sentence_embedding.
+        self.head = torch.nn.ModuleList(head)
         self.pass_token_type_ids = "token_type_ids" in inspect.signature(encoder.forward).parameters
 
     def forward(
@@ -140,6 +210,8 @@ class EmbeddingGraph(torch.nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.token_embeddings(input_ids, attention_mask)
         pooled = self.pool(hidden, attention_mask)
+        for module in self.head:
+            pooled = module({SENTENCE_EMBEDDING: pooled})[SENTENCE_EMBEDDING]
         norm = pooled.norm(p=2, dim=1, keepdim=True)
         return pooled / norm.clamp_min(1e-12), norm
 
@@ -155,10 +227,19 @@ class EmbeddingGraph(torch.nn.Module):
 
     def pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Reduces [batch, seq, D] token embeddings to [batch, D]."""
-        if self.pooling == "cls":
-            return hidden[:, 0]
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        if self.pooling == "mean":
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        # The first or last attended token, found from the mask alone: the server pads on the
+        # right, sentence-transformers pads a decoder's batch on the left, and both must pool the
+        # same token. The running count of attended tokens is 1 at the first and the row's total
+        # at the last; the flag selects that token by a product and a sum, which keeps the graph
+        # to operators every engine runs alike (no index arithmetic, no sentinel values).
+        attended = (attention_mask > 0).to(attention_mask.dtype)
+        count = torch.cumsum(attended, dim=1)
+        target = attended.sum(dim=1, keepdim=True) if self.pooling == "lasttoken" else 1
+        selected = (attended * (count == target).to(attended.dtype)).unsqueeze(-1)
+        return (hidden * selected.to(hidden.dtype)).sum(dim=1)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -212,7 +293,8 @@ def module_class_name(module: dict[str, Any]) -> str:
 
 
 def read_modules(model_dir: Path) -> list[dict[str, Any]]:
-    """Reads modules.json and rejects modules the exported graph would not reproduce."""
+    """Reads modules.json and rejects modules, or orders of them, the exported graph would not
+    reproduce: Transformer, Pooling, then any Dense and Normalize modules."""
     modules_path = model_dir / "modules.json"
     modules: list[dict[str, Any]] = read_json(modules_path)
     unsupported = [
@@ -222,6 +304,12 @@ def read_modules(model_dir: Path) -> list[dict[str, Any]]:
         raise SystemExit(
             f"{modules_path}: unsupported sentence-transformers modules {unsupported}; "
             f"only {sorted(SUPPORTED_MODULES)} can be exported"
+        )
+    names = [module_class_name(module) for module in modules]
+    if names[:2] != ["Transformer", "Pooling"] or not set(names[2:]) <= HEAD_MODULES:
+        raise SystemExit(
+            f"{modules_path}: unsupported module order {names}; the export computes Transformer, "
+            "then Pooling, then any Dense and Normalize modules"
         )
     return modules
 
@@ -246,48 +334,178 @@ def read_pooling(model_dir: Path, modules: list[dict[str, Any]]) -> PoolingMode:
             f"{model_dir / 'modules.json'}: expected one Pooling module, found {len(pooling_modules)}"
         )
     config_path = model_dir / pooling_modules[0]["path"] / "config.json"
-    modes = active_pooling_modes(read_json(config_path))
+    config = read_json(config_path)
+    modes = active_pooling_modes(config)
     if len(modes) != 1 or modes[0] not in SUPPORTED_POOLING:
         raise SystemExit(
-            f"{config_path}: unsupported pooling mode {modes or 'none enabled'}; "
-            "only mean pooling (pooling_mode_mean_tokens) or CLS pooling (pooling_mode_cls_token) can be exported"
+            f"{config_path}: unsupported pooling mode {modes or 'none enabled'}; only mean "
+            "pooling (pooling_mode_mean_tokens), CLS pooling (pooling_mode_cls_token) or "
+            "last-token pooling (pooling_mode_lasttoken) can be exported"
+        )
+    if config.get("include_prompt", True) is not True:
+        # The tokenizer stage sends the prompt's tokens like any others: pooling cannot tell
+        # them apart.
+        raise SystemExit(
+            f"{config_path}: include_prompt is {config['include_prompt']!r}; pooling that leaves "
+            "the prompt's tokens out (INSTRUCTOR-style) cannot be exported"
         )
     return SUPPORTED_POOLING[modes[0]]
 
 
-def read_max_seq_length(model_dir: Path) -> int:
-    """Returns the model's max_seq_length, falling back to the encoder's position limit."""
-    st_config_path = model_dir / "sentence_bert_config.json"
-    st_config = read_json(st_config_path) if st_config_path.exists() else {}
+def check_head_modules(model_dir: Path, modules: list[dict[str, Any]]) -> None:
+    """Rejects Dense and Normalize configs that would read or write anything but the pooled
+    sentence embedding, and Dense activations sentence-transformers loads only with remote
+    code (without it, it falls back to Tanh, which the model's author did not train)."""
+    for module in modules[2:]:
+        config_path = model_dir / module["path"] / "config.json"
+        config = read_json(config_path) if config_path.exists() else {}
+        names = {config.get(key) for key in ("module_input_name", "module_output_name")}
+        if not names <= {None, SENTENCE_EMBEDDING}:
+            raise SystemExit(
+                f"{config_path}: {module_class_name(module)} reads or writes "
+                f"{sorted(str(name) for name in names - {None})}; only the pooled "
+                f"{SENTENCE_EMBEDDING} can be exported"
+            )
+        activation = config.get("activation_function")
+        if activation is not None and not str(activation).startswith("torch."):
+            raise SystemExit(
+                f"{config_path}: Dense activation {activation!r} is not a torch module; "
+                "sentence-transformers would replace it with Tanh without trust_remote_code"
+            )
+
+
+def read_model_type(transformer_dir: Path) -> str:
+    """Returns config.json's model_type, refusing the architectures the export does not serve."""
+    config_path = transformer_dir / "config.json"
+    model_type = str(read_json(config_path).get("model_type"))
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise SystemExit(
+            f"{config_path}: unsupported architecture model_type {model_type!r}; the export "
+            f"serves {', '.join(f'{name} ({cls})' for name, cls in SUPPORTED_MODEL_TYPES.items())}"
+        )
+    return model_type
+
+
+def read_transformer_config(transformer_dir: Path) -> dict[str, Any]:
+    """Reads sentence_bert_config.json (absent in some older folders), refusing a Transformer
+    module that does not embed plain text with the encoder's last hidden state."""
+    path = transformer_dir / "sentence_bert_config.json"
+    config: dict[str, Any] = read_json(path) if path.exists() else {}
+    task = config.get("transformer_task", "feature-extraction")
+    if task != "feature-extraction":
+        raise SystemExit(f"{path}: unsupported transformer_task {task!r}; only feature-extraction")
+    modality_config = config.get("modality_config", {"text": {}})
+    if set(modality_config) != {"text"}:
+        raise SystemExit(
+            f"{path}: unsupported modalities {sorted(modality_config)} (a chat template or "
+            "another input kind); only plain text can be exported"
+        )
+    text = modality_config["text"]
+    output = (text.get("method", "forward"), text.get("method_output_name", "last_hidden_state"))
+    if output != ("forward", "last_hidden_state"):
+        raise SystemExit(
+            f"{path}: the text modality reads {output[1]!r} from {output[0]!r}; only the "
+            "encoder's last_hidden_state from forward can be exported"
+        )
+    return config
+
+
+def read_max_seq_length(transformer_dir: Path) -> int:
+    """Returns the model's max_seq_length as sentence-transformers resolves it: the Transformer
+    config, else the tokenizer's model_max_length, capped at the encoder's positions."""
+    st_config = read_transformer_config(transformer_dir)
     if st_config.get("max_seq_length"):
         return int(st_config["max_seq_length"])
-    max_positions = read_json(model_dir / "config.json").get("max_position_embeddings")
+    config = read_json(transformer_dir / "config.json")
+    max_positions = config.get("max_position_embeddings")
+    if max_positions is not None and config.get("model_type") in PADDING_OFFSET_POSITIONS:
+        max_positions -= int(config.get("pad_token_id", 1)) + 1
+    tokenizer_config_path = transformer_dir / "tokenizer_config.json"
+    if tokenizer_config_path.exists():
+        model_max_length = read_json(tokenizer_config_path).get("model_max_length")
+        if isinstance(model_max_length, int) and (
+            max_positions is None or model_max_length <= max_positions
+        ):
+            return model_max_length
     if max_positions is None:
         raise SystemExit(
-            f"{model_dir}: no max_seq_length in sentence_bert_config.json nor max_position_embeddings"
+            f"{transformer_dir}: no max_seq_length in sentence_bert_config.json, "
+            "model_max_length in tokenizer_config.json nor max_position_embeddings"
         )
     return int(max_positions)
 
 
+def read_prompts(model_dir: Path) -> tuple[dict[str, str], str | None]:
+    """Returns config_sentence_transformers.json's prompts and default_prompt_name ({} and None
+    where the folder has none)."""
+    path = model_dir / "config_sentence_transformers.json"
+    config = read_json(path) if path.exists() else {}
+    prompts = config.get("prompts") or {}
+    default = config.get("default_prompt_name")
+    if not isinstance(prompts, dict) or not all(
+        isinstance(name, str) and isinstance(text, str) for name, text in prompts.items()
+    ):
+        raise SystemExit(f"{path}: prompts must map names to texts, found {prompts!r}")
+    if default is not None and default not in prompts:
+        raise SystemExit(f"{path}: default_prompt_name {default!r} is not one of the prompts")
+    return dict(prompts), default
+
+
 def read_model_spec(model_dir: Path) -> ModelSpec:
-    """Collects pooling, sequence length and normalization from the model's config files."""
+    """Collects architecture, pooling, sequence length, normalization and prompts from the
+    model's config files, refusing what the export cannot serve."""
     modules = read_modules(model_dir)
+    transformer_dir = model_dir / str(modules[0].get("path", ""))
+    model_type = read_model_type(transformer_dir)
+    pooling = read_pooling(model_dir, modules)
+    check_head_modules(model_dir, modules)
+    prompts, default_prompt_name = read_prompts(model_dir)
+    names = tuple(module_class_name(module) for module in modules)
     return ModelSpec(
         model_dir=model_dir,
-        pooling=read_pooling(model_dir, modules),
-        max_seq_length=read_max_seq_length(model_dir),
-        vocab_size=int(read_json(model_dir / "config.json")["vocab_size"]),
-        has_normalize=any(module_class_name(module) == "Normalize" for module in modules),
+        transformer_dir=transformer_dir,
+        model_type=model_type,
+        modules=names,
+        pooling=pooling,
+        max_seq_length=read_max_seq_length(transformer_dir),
+        vocab_size=int(read_json(transformer_dir / "config.json")["vocab_size"]),
+        has_normalize=names[-1] == "Normalize",
+        prompts=prompts,
+        default_prompt_name=default_prompt_name,
     )
 
 
 def load_sentence_transformer(model_dir: Path) -> SentenceTransformer:
-    """Loads the model on CPU without network access."""
+    """Loads the model on CPU, in float32, without network access."""
     # huggingface_hub reads this once, when it is first imported (through sentence_transformers).
     os.environ["HF_HUB_OFFLINE"] = "1"
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(model_dir), device="cpu")
+    # The graph serves float32. transformers would load a checkpoint saved in bfloat16 (as
+    # Qwen3-Embedding's is) in bfloat16, which neither traces to ONNX nor is what the graph
+    # computes; float32 holds those weights exactly.
+    return SentenceTransformer(str(model_dir), device="cpu", model_kwargs={"dtype": torch.float32})
+
+
+def load_checked_model(spec: ModelSpec) -> SentenceTransformer:
+    """Loads the model and makes sure it is the one the spec describes: the architecture and the
+    max length sentence-transformers truncates at."""
+    model = load_sentence_transformer(spec.model_dir)
+    encoder = hf_encoder(model)
+    expected = SUPPORTED_MODEL_TYPES[spec.model_type]
+    if type(encoder).__name__ != expected:
+        raise SystemExit(
+            f"{spec.model_dir}: model_type {spec.model_type!r} loaded as "
+            f"{type(encoder).__name__}, expected transformers' {expected}"
+        )
+    if model.max_seq_length != spec.max_seq_length:
+        # Only where the tokenizer sets no usable limit: the encoder's positions bound both.
+        print(
+            f"max_seq_length: sentence-transformers reads {model.max_seq_length}, the encoder "
+            f"has {spec.max_seq_length} positions; both truncate at {spec.max_seq_length}"
+        )
+        model.max_seq_length = spec.max_seq_length
+    return model
 
 
 def hf_encoder(model: SentenceTransformer) -> torch.nn.Module:
@@ -298,22 +516,34 @@ def hf_encoder(model: SentenceTransformer) -> torch.nn.Module:
     raise SystemExit("the sentence-transformers model has no Transformer module with an auto_model")
 
 
+def head_modules(model: SentenceTransformer) -> list[torch.nn.Module]:
+    """The loaded modules after Pooling that the graph computes: trailing Normalize modules are
+    left to the graph's own normalization (whose norm output is the vector's norm before it)."""
+    head = list(model)[2:]
+    while head and type(head[-1]).__name__ == "Normalize":
+        head.pop()
+    return head
+
+
 def load_tokenizer(model_dir: Path, max_seq_length: int) -> Tokenizer:
-    """Loads tokenizer.json configured as the serving side uses it: truncating, never padding."""
+    """Loads tokenizer.json configured as the serving side uses it: truncating, never padding.
+    model_dir is the Transformer module's folder (the model's root for published models)."""
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     tokenizer.enable_truncation(max_seq_length, strategy="longest_first")
     tokenizer.no_padding()
     return tokenizer
 
 
-def pad_batch(encodings: Sequence[Encoding]) -> tuple[IntArray, IntArray]:
-    """Right-pads encodings to the longest one; padded positions are masked out."""
+def pad_batch(encodings: Sequence[Encoding], left: bool = False) -> tuple[IntArray, IntArray]:
+    """Pads encodings to the longest one, on the right as the server does (or on the left);
+    padded positions are masked out."""
     width = max(len(encoding.ids) for encoding in encodings)
     input_ids = np.zeros((len(encodings), width), dtype=np.int64)
     attention_mask = np.zeros((len(encodings), width), dtype=np.int64)
     for row, encoding in enumerate(encodings):
-        input_ids[row, : len(encoding.ids)] = encoding.ids
-        attention_mask[row, : len(encoding.ids)] = encoding.attention_mask
+        columns = slice(width - len(encoding.ids), width) if left else slice(0, len(encoding.ids))
+        input_ids[row, columns] = encoding.ids
+        attention_mask[row, columns] = encoding.attention_mask
     return input_ids, attention_mask
 
 
@@ -364,7 +594,8 @@ def build_graph(
     kind: GraphKind,
     model_dir: Path,
 ) -> tuple[Path, GraphBuild]:
-    """Exports the graph, then fuses and quantizes it as `kind` asks; returns the file to check."""
+    """Exports the graph, then fuses and quantizes it as `kind` asks; returns the file to check.
+    model_dir is the Transformer module's folder (its config.json)."""
     if kind != "plain":
         # ONNX Runtime's attention fusion recognizes the eager attention pattern only.
         graph.encoder.set_attn_implementation("eager")
@@ -417,63 +648,157 @@ def row_cosines(left: FloatArray, right: FloatArray) -> FloatArray:
     return np.sum(l2_normalize(left) * l2_normalize(right), axis=1)
 
 
-def onnx_embeddings_one_by_one(
-    session: ort.InferenceSession, encodings: Sequence[Encoding]
+def check_cases(spec: ModelSpec) -> tuple[CheckCase, ...]:
+    """CHECK_TEXTS without a prompt, then PROMPTED_CHECK_TEXTS after each non-empty prompt (an
+    empty one is the unprompted text)."""
+    cases = [CheckCase(text[:40], None, text) for text in CHECK_TEXTS]
+    for name, prompt in spec.prompts.items():
+        if prompt:
+            cases += [
+                CheckCase(f"{name}: {text[:40]}", name, text) for text in PROMPTED_CHECK_TEXTS
+            ]
+    return tuple(cases)
+
+
+def served_text(spec: ModelSpec, case: CheckCase) -> str:
+    """The text as the tokenizer stage tokenizes it: the prompt, then the text."""
+    return (spec.prompts[case.prompt_name] if case.prompt_name else "") + case.text
+
+
+def prompt_groups(cases: Sequence[CheckCase]) -> dict[str | None, list[int]]:
+    """Case indices by prompt name, so that each prompt's texts go to encode() together."""
+    groups: dict[str | None, list[int]] = {}
+    for index, case in enumerate(cases):
+        groups.setdefault(case.prompt_name, []).append(index)
+    return groups
+
+
+def encode_reference(
+    model: SentenceTransformer, texts: list[str], prompt_name: str | None, normalize: bool
 ) -> FloatArray:
-    """Embeds each text alone, unpadded, so batch 1 and every sequence length get exercised."""
-    rows = [run_onnx(session, *pad_batch([encoding]))[0][0] for encoding in encodings]
-    return np.stack(rows)
+    """SentenceTransformer.encode with the named prompt, or with none at all: without
+    prompt_name, encode() would apply default_prompt_name, so the unprompted texts pass an
+    empty prompt."""
+    if prompt_name is None:
+        return model.encode(texts, prompt="", convert_to_numpy=True, normalize_embeddings=normalize)
+    return model.encode(
+        texts, prompt_name=prompt_name, convert_to_numpy=True, normalize_embeddings=normalize
+    )
+
+
+def sentence_transformers_ids(
+    model: SentenceTransformer, texts: list[str], prompt: str
+) -> list[list[int]]:
+    """The token ids sentence-transformers feeds the encoder for each text (the prompt put
+    before it as encode() puts it), padding removed."""
+    features = model.preprocess(texts, prompt=prompt)
+    return [
+        [int(token) for token, kept in zip(ids, mask, strict=True) if kept]
+        for ids, mask in zip(
+            features["input_ids"].tolist(), features["attention_mask"].tolist(), strict=True
+        )
+    ]
+
+
+def check_token_ids(
+    spec: ModelSpec,
+    model: SentenceTransformer,
+    cases: Sequence[CheckCase],
+    ours: Sequence[Encoding],
+) -> None:
+    """Refuses the export unless tokenizer.json, as served, gives the ids sentence-transformers
+    gives for every check text, special tokens and truncation included."""
+    for prompt_name, indices in prompt_groups(cases).items():
+        prompt = spec.prompts[prompt_name] if prompt_name else ""
+        expected = sentence_transformers_ids(model, [cases[i].text for i in indices], prompt)
+        for index, ids in zip(indices, expected, strict=True):
+            served = list(ours[index].ids)
+            if served != ids:
+                raise SystemExit(
+                    f"tokenizer check failed: {spec.transformer_dir / 'tokenizer.json'} "
+                    f"(truncation at {spec.max_seq_length}, no padding) gives other ids than "
+                    f"sentence-transformers' tokenizer for {cases[index].label!r}: "
+                    f"{len(served)} ids {served[:12]}...{served[-4:]} against {len(ids)} ids "
+                    f"{ids[:12]}...{ids[-4:]}; nothing was written"
+                )
+    print(f"tokenizer check: the same ids as sentence-transformers for {len(cases)} texts")
+
+
+def build_check_set(spec: ModelSpec, model: SentenceTransformer, tokenizer: Tokenizer) -> CheckSet:
+    """Tokenizes the check texts as served, checks the ids against sentence-transformers', and
+    encodes them with sentence-transformers, each prompt's texts with that prompt_name."""
+    cases = check_cases(spec)
+    encodings = tuple(tokenizer.encode_batch([served_text(spec, case) for case in cases]))
+    check_token_ids(spec, model, cases, encodings)
+    rows: dict[int, FloatArray] = {}
+    for prompt_name, indices in prompt_groups(cases).items():
+        texts = [cases[i].text for i in indices]
+        embeddings = encode_reference(model, texts, prompt_name, normalize=True)
+        rows.update(zip(indices, embeddings, strict=True))
+    reference = np.stack([rows[index] for index in range(len(cases))])
+    tokenizer_padding = getattr(model.tokenizer, "padding_side", "right")
+    return CheckSet(cases, encodings, l2_normalize(reference), tokenizer_padding == "left")
+
+
+def graph_cosines(run: Callable[[IntArray, IntArray], FloatArray], check: CheckSet) -> FloatArray:
+    """Per check text, the lowest cosine to sentence-transformers over the graph's runs: all
+    texts in one batch padded on the right (as the server pads), each text alone and, where the
+    model's tokenizer pads on the left, the batch padded on the left."""
+    runs = [
+        run(*pad_batch(check.encodings)),
+        np.stack([run(*pad_batch([encoding]))[0] for encoding in check.encodings]),
+    ]
+    if check.pads_left:
+        runs.append(run(*pad_batch(check.encodings, left=True)))
+    return np.min([row_cosines(embedding, check.reference) for embedding in runs], axis=0)
 
 
 def check_norm(
-    spec: ModelSpec, model: SentenceTransformer, embedding: FloatArray, norm: FloatArray
+    spec: ModelSpec, model: SentenceTransformer, session: ort.InferenceSession, check: CheckSet
 ) -> None:
-    """Checks embedding * norm against the un-normalized sentence-transformers output."""
+    """Checks embedding * norm against the un-normalized sentence-transformers output of the
+    unprompted check texts."""
     if spec.has_normalize:
         print(
-            "self-check: norm output not compared (the model's Normalize module hides the pooled norm)"
+            "self-check: norm output not compared (the model's Normalize module hides the final norm)"
         )
         return
-    pooled = model.encode(list(CHECK_TEXTS), convert_to_numpy=True, normalize_embeddings=False)
-    if not np.allclose(embedding * norm, pooled, rtol=1e-3, atol=1e-4):
-        error = float(np.max(np.abs(embedding * norm - pooled)))
+    indices = prompt_groups(check.cases)[None]
+    embedding, norm = run_onnx(session, *pad_batch([check.encodings[i] for i in indices]))
+    final = encode_reference(model, [check.cases[i].text for i in indices], None, normalize=False)
+    if not np.allclose(embedding * norm, final, rtol=1e-3, atol=1e-4):
+        error = float(np.max(np.abs(embedding * norm - final)))
         raise SystemExit(
-            f"self-check failed: embedding * norm differs from the pooled vector by up to {error:.3g}"
+            f"self-check failed: embedding * norm differs from the final vector by up to {error:.3g}"
         )
-    print("self-check: embedding * norm matches the pooled vector")
+    print("self-check: embedding * norm matches the final vector")
 
 
 def self_check(
     onnx_path: Path,
     model: SentenceTransformer,
-    tokenizer: Tokenizer,
+    check: CheckSet,
     spec: ModelSpec,
     min_cosine_required: float,
 ) -> CheckResult:
     """Compares the ONNX graph, batched and one text at a time, with SentenceTransformer.encode."""
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    encodings = tokenizer.encode_batch(list(CHECK_TEXTS))
-    embedding, norm = run_onnx(session, *pad_batch(encodings))
-    single = onnx_embeddings_one_by_one(session, encodings)
-    # encode() includes the model's Normalize module when there is one; normalizing here makes
-    # the comparison the same either way.
-    reference = l2_normalize(model.encode(list(CHECK_TEXTS), convert_to_numpy=True))
-    cosines = np.minimum(row_cosines(embedding, reference), row_cosines(single, reference))
+    cosines = graph_cosines(lambda ids, mask: run_onnx(session, ids, mask)[0], check)
     min_cosine = float(cosines.min())
-    print(
-        f"self-check: min cosine {min_cosine:.7f} over {len(CHECK_TEXTS)} texts (batched and one at a time)"
-    )
-    by_text = {text[:40]: float(cosine) for text, cosine in zip(CHECK_TEXTS, cosines, strict=True)}
+    runs = "batched, one at a time" + (" and left-padded" if check.pads_left else "")
+    print(f"self-check: min cosine {min_cosine:.7f} over {len(check.cases)} texts ({runs})")
+    by_text = {case.label: float(cosine) for case, cosine in zip(check.cases, cosines, strict=True)}
     failing = [(text, cosine) for text, cosine in by_text.items() if cosine < min_cosine_required]
     if failing:
         raise SystemExit(
             f"self-check failed: cosine below {min_cosine_required} for {failing}; nothing was written"
         )
-    check_norm(spec, model, embedding, norm)
+    check_norm(spec, model, session, check)
+    embedding_dim = int(run_onnx(session, *pad_batch(check.encodings[:1]))[0].shape[1])
     return CheckResult(
         min_cosine=min_cosine,
-        embedding_dim=int(embedding.shape[1]),
-        num_texts=len(CHECK_TEXTS),
+        embedding_dim=embedding_dim,
+        num_texts=len(check.cases),
         cosines=by_text,
     )
 
@@ -518,10 +843,16 @@ def export_record(
         "quantization": build.quantization,
         "min_cosine_required": MIN_COSINE[build.kind],
         "model_dir": str(spec.model_dir),
+        "model_type": spec.model_type,
+        "modules": list(spec.modules),
         "pooling": spec.pooling,
         "embedding_dim": result.embedding_dim,
         "max_seq_length": spec.max_seq_length,
         "vocab_size": spec.vocab_size,
+        # What the tokenizer stage puts before a text asked for with prompt_name (plain string
+        # concatenation, as sentence-transformers does), and the prompt it applies unasked.
+        "prompts": spec.prompts,
+        "default_prompt_name": spec.default_prompt_name,
         "opset": opset,
         "min_cosine": result.min_cosine,
         "num_check_texts": result.num_texts,
@@ -558,20 +889,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     model_dir = (args.model_dir or default_model_dir()).resolve()
     spec = read_model_spec(model_dir)
-    model = load_sentence_transformer(model_dir)
-    tokenizer = load_tokenizer(model_dir, spec.max_seq_length)
-    graph = EmbeddingGraph(hf_encoder(model), spec.pooling)
+    model = load_checked_model(spec)
+    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
+    # Before the export: a tokenizer that differs from the model's own refuses it at once.
+    check = build_check_set(spec, model, tokenizer)
+    graph = EmbeddingGraph(hf_encoder(model), spec.pooling, head_modules(model))
     with tempfile.TemporaryDirectory(prefix="export_onnx_") as workdir:
         onnx_path, build = build_graph(
-            graph, example_inputs(tokenizer), Path(workdir), args.opset, args.graph, model_dir
+            graph,
+            example_inputs(tokenizer),
+            Path(workdir),
+            args.opset,
+            args.graph,
+            spec.transformer_dir,
         )
         check_onnx_file(onnx_path)
-        result = self_check(onnx_path, model, tokenizer, spec, MIN_COSINE[build.kind])
+        result = self_check(onnx_path, model, check, spec, MIN_COSINE[build.kind])
         record = export_record(spec, result, args.opset, build)
         model_path = publish(args.repository.resolve(), onnx_path, tokenizer, record)
     print(
-        f"exported graph={build.kind} fusions={build.fusions or 'none'} pooling={spec.pooling} "
-        f"dims={result.embedding_dim} max_seq_length={spec.max_seq_length} "
+        f"exported {spec.model_type} graph={build.kind} fusions={build.fusions or 'none'} "
+        f"pooling={spec.pooling} modules={'+'.join(spec.modules)} dims={result.embedding_dim} "
+        f"max_seq_length={spec.max_seq_length} prompts={sorted(spec.prompts) or 'none'} "
         f"min_cosine={result.min_cosine:.7f} -> {model_path}"
     )
 

