@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import tritonclient.http as httpclient
 from embedding_requests import LONG_TEXT, Client, embed_float32
 from tritonclient.utils import InferenceServerException
 
+from harness.gateway import running_gateway
 from harness.server import RunningServer, running_server
 from server.catalog import Catalog
 from server.paths import REPO_ROOT
@@ -75,10 +77,16 @@ def families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Family]:
 
 
 @pytest.fixture(scope="module")
+def served_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("catalog")
+
+
+@pytest.fixture(scope="module")
 def server(
-    families: dict[str, Family], tmp_path_factory: pytest.TempPathFactory
+    served_dir: Path,
+    families: dict[str, Family],
 ) -> Iterator[RunningServer]:
-    workdir = tmp_path_factory.mktemp("catalog")
+    workdir = served_dir
     entries = ['[[models]]\nname = "all-MiniLM-L6-v2"\naliases = ["embed"]\n']
     for key, family in families.items():
         entries.append(
@@ -230,3 +238,32 @@ def test_the_token_entry_point_serves_each_model(
         inputs[1].set_data_from_numpy(np.ones_like(ids))
         rows = client.infer(f"{family.name}_tokens", inputs).as_numpy("EMBEDDING")
         assert rows.shape[0] == 1 and rows.shape[1] > 0, family.name
+
+
+def test_the_gateway_serves_each_model_by_name_with_its_default_prompt(
+    server: RunningServer,
+    served_dir: Path,
+    families: dict[str, Family],
+    expected: dict[tuple[str, str], np.ndarray],
+) -> None:
+    # The gateway tokenizes texts itself: the default prompt (qwen3's) must
+    # be applied there as the server's tokenizer applies it.
+    models = [
+        (family.name, served_dir / "served" / f"{family.name}.tokenizer" / "1" / "tokenizer.json")
+        for family in families.values()
+    ]
+    with running_gateway(server.grpc_url, models, served_dir / "gateway.log") as gateway:
+        listed = json.loads(urllib.request.urlopen(f"{gateway.base_url}/models").read())
+        assert [model["id"] for model in listed["data"]] == [name for name, _ in models]
+        # OpenAI's API refuses empty inputs.
+        kept = [index for index, text in enumerate(TEXTS) if text]
+        for family in families.values():
+            texts = [TEXTS[index] for index in kept]
+            body = json.dumps({"model": family.name, "input": texts}).encode()
+            request = urllib.request.Request(
+                f"{gateway.base_url}/embeddings", body, {"Content-Type": "application/json"}
+            )
+            data = json.loads(urllib.request.urlopen(request).read())["data"]
+            served = np.asarray([row["embedding"] for row in data], dtype=np.float32)
+            reference = expected[(family.name, "{}")][kept]
+            assert float(_cosines(served, reference).min()) >= MIN_COSINE, family.name

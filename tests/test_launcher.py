@@ -159,7 +159,8 @@ def test_admin_key_is_not_on_the_launcher_command_line(installed_server: Launche
     environ = Path(f"/proc/{installed_server.tritonserver_pid}/environ").read_bytes()
     assert key.encode() not in environ
     # Triton 2.51 reads the key only from its own command line: the trade-off
-    # README "Security" documents. Should this fail, Triton has another way.
+    # docs/operations.md, "Security", documents. Should this fail, Triton has
+    # another way.
     assert any(key in argument for argument in _cmdline(installed_server.tritonserver_pid))
 
 

@@ -4,7 +4,7 @@ Triton returns EMBEDDING as uint8 rows [N, B] holding each embedding's
 little-endian bytes; viewing them with the row dtype gives [N, B / itemsize]
 without a copy. The quantized and binary formats come back as stored: int8 or
 uint8 codes, and packed bits (binary as int8, ubinary as uint8, k / 8 bytes
-per row), exactly as the README's contract describes them.
+per row), exactly as docs/contract.md describes them.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ _UNAVAILABLE = {
 
 
 # The service's stable error kinds (model_common/model_common/errors.py and
-# the README's "Errors"): an error message names its kind first and, for a
-# bad request parameter, the parameter, as in
+# docs/contract.md, "Errors: stable kinds"): an error message names its kind
+# first and, for a bad request parameter, the parameter, as in
 # "invalid_parameter 'dimensions': 999 is outside 1..384". Triton may put
 # its own words in front, so the kind is searched for, not matched at 0.
 ERROR_KINDS = ("invalid_parameter", "invalid_input", "input_too_large")
