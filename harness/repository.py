@@ -68,17 +68,6 @@ def set_parameter(key: str, value: str) -> ConfigEdit:
     return edit
 
 
-def replaced_by(path: Path) -> ConfigEdit:
-    """An edit that replaces the whole config by the one in `path`, e.g. one
-    of the model's configs/<name>.pbtxt."""
-
-    def edit(config: model_config_pb2.ModelConfig) -> None:
-        config.CopyFrom(read_config(path))
-
-    edit.__name__ = f"replaced_by({path})"
-    return edit
-
-
 def chained(*edits: ConfigEdit) -> ConfigEdit:
     """One edit applying `edits` in order."""
 

@@ -40,8 +40,8 @@ TOKENIZER_SUFFIX = ".tokenizer"
 EMBEDDER_SUFFIX = ".embedder"
 # Shared by every model.
 SERIALIZER = "serializer"
-# The packaged model's stages keep model_repository's names: they are served
-# from its folders, with their per-device configs (configs/gpu.pbtxt).
+# The packaged model's stages keep model_repository's names (the GPU
+# embedders and perf/ address them so).
 PACKAGED_STAGES = ("tokenizer", "embedder", "embedder_engine")
 
 

@@ -178,7 +178,6 @@ def server_command(
     endpoints: Endpoints,
     repositories: Sequence[Path] | None = None,
     admin_key: str | None = None,
-    model_config_name: str | None = None,
 ) -> list[str]:
     """The tritonserver command line; with `admin_key`, the admin APIs answer
     only requests that carry the header `admin-key: <admin_key>`."""
@@ -206,7 +205,6 @@ def server_command(
         # Explicit model control lets the watchdog reload a model whose stub died.
         "--model-control-mode=explicit",
         "--load-model=*",
-        *([f"--model-config-name={model_config_name}"] if model_config_name else []),
         *restricted,
     ]
 
@@ -281,8 +279,10 @@ def argument_parser() -> argparse.ArgumentParser:
         help="where the catalog's repository is written (default: %(default)s)",
     )
     parser.add_argument(
-        "--model-config-name",
-        help="load each model's configs/<name>.pbtxt where it has one (tritonserver's option)",
+        "--tokenizer-instances",
+        type=int,
+        help="tokenizer instances of every catalog model (default: its config's); a GPU "
+        "server's embedder outruns one",
     )
     parser.add_argument(
         "--triton-home",
@@ -303,15 +303,19 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     endpoints = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
     if args.model_repository:
+        if args.tokenizer_instances is not None:
+            parser.error("--tokenizer-instances applies to a catalog, not to --model-repository")
         repositories = [path.resolve() for path in args.model_repository]
     else:
-        catalog = prepare(args.catalog.resolve(), args.served_repository.resolve())
+        catalog = prepare(
+            args.catalog.resolve(), args.served_repository.resolve(), args.tokenizer_instances
+        )
         if isinstance(catalog, str):
             parser.exit(2, f"launcher: {catalog}\n")
         _log(f"catalog {catalog.path}: {', '.join('/'.join(m.names) for m in catalog.models)}")
         repositories = [args.served_repository.resolve()]
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
-    command = server_command(triton, endpoints, repositories, admin_key, args.model_config_name)
+    command = server_command(triton, endpoints, repositories, admin_key)
     print(
         f"tritonserver: HTTP {endpoints.http_address}, "
         f"gRPC {endpoints.grpc_address}, "

@@ -8,7 +8,7 @@ launcher at each start (server/launch.py --catalog):
 
 Why written, not kept: what differs per model is only the stage names an
 ensemble calls, the embedder whose backlog the tokenizer reads, and the
-instance count; the rest of each config is model_repository's, and each
+instance counts; the rest of each config is model_repository's, and each
 model's numbers (width, max length, vocabulary, prompts) are in its export
 record, which the stages read. So model_repository holds one config per
 stage, and each served config is that config with those fields set, written
@@ -107,11 +107,8 @@ def _link_version(target: Path, code: Path, export: Path) -> None:
 
 def _stage(out: Path, model: CatalogModel, folder: str, source: Path, edits: list[Edit]) -> None:
     """A stage of `model`: the config of `source` (a model_repository
-    folder) with `edits`, its per-device configs, its code, and the export's
-    files for it."""
+    folder) with `edits`, its code, and the export's files for it."""
     _write(out / folder, source / "config.pbtxt", edits, model.name)
-    if (source / "configs").is_dir():
-        (out / folder / "configs").symlink_to((source / "configs").resolve())
     relative = source.relative_to(MODEL_REPOSITORY) / "1"
     _link_version(out / folder / "1", MODEL_REPOSITORY / relative, export_root(model) / relative)
 
@@ -130,14 +127,20 @@ def _entry_points(out: Path, model: CatalogModel) -> None:
             (out / (name + suffix) / "1").mkdir()
 
 
-def write_served_repository(catalog: Catalog, out: Path) -> None:
-    """Writes the repository for `catalog` into `out`, replacing it."""
+def write_served_repository(
+    catalog: Catalog, out: Path, tokenizer_instances: int | None = None
+) -> None:
+    """Writes the repository for `catalog` into `out`, replacing it; with
+    `tokenizer_instances`, every model's tokenizer gets that many (a GPU
+    server's embedder outruns one tokenizer: the deployments set 8)."""
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / SERIALIZER).symlink_to(SHARED_REPOSITORY / SERIALIZER)
     for model in catalog.models:
         tokenizer = [_parameter(EMBEDDER_MODEL_PARAMETER, model.embedder)]
+        if tokenizer_instances is not None:
+            tokenizer.append(_instances(tokenizer_instances))
         embedder = [] if model.instances is None else [_instances(model.instances)]
         _stage(out, model, model.tokenizer, SHARED_REPOSITORY / TOKENIZER_STAGE, tokenizer)
         engine = MODEL_REPOSITORY / engine_folder(model)
@@ -148,7 +151,7 @@ def write_served_repository(catalog: Catalog, out: Path) -> None:
         _entry_points(out, model)
 
 
-def prepare(catalog_path: Path, out: Path) -> Catalog | str:
+def prepare(catalog_path: Path, out: Path, tokenizer_instances: int | None = None) -> Catalog | str:
     """Reads the catalog, exports what is missing or stale, writes the
     repository; the refusal when any of it cannot be done."""
     catalog = read_catalog(catalog_path)
@@ -163,7 +166,7 @@ def prepare(catalog_path: Path, out: Path) -> Catalog | str:
         if refusal:
             return f"catalog {catalog_path}: {refusal}"
     try:
-        write_served_repository(catalog, out)
+        write_served_repository(catalog, out, tokenizer_instances)
     except ValueError as error:
         return f"catalog {catalog_path}: cannot write the served repository: {error}"
     return catalog

@@ -17,6 +17,7 @@ from embedding_requests import SAMPLE_TEXTS, embed_float32
 from harness.repository import read_config
 from harness.server import RunningServer, running_server
 from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
+from server.paths import SHARED_REPOSITORY
 from server.served_repository import prepare
 
 
@@ -93,15 +94,26 @@ def test_served_configs_come_from_the_shipped_ones_with_the_models_names(tmp_pat
     catalog = prepare(DEFAULT_CATALOG, served)
     assert isinstance(catalog, Catalog), catalog
     (model,) = catalog.models
-    # The packaged model's stages keep the shipped names and device configs.
+    # The packaged model's stages keep the shipped names.
     assert (model.tokenizer, model.embedder) == ("tokenizer", "embedder")
-    assert (served / "tokenizer" / "configs" / "gpu.pbtxt").is_file()
     tokenizer = read_config(served / "tokenizer" / "config.pbtxt")
     assert tokenizer.parameters["embedder_model"].string_value == "embedder"
     for entry in ("embed", "all-MiniLM-L6-v2", "embed_tokens", "all-MiniLM-L6-v2_tokens"):
         steps = read_config(served / entry / "config.pbtxt").ensemble_scheduling.step
         assert [step.model_name for step in steps][-1] == "serializer"
         assert {step.model_name for step in steps[:-1]} <= {"tokenizer", "embedder"}
+
+
+def test_tokenizer_instances_are_a_value_for_every_model(tmp_path: Path) -> None:
+    shipped = read_config(SHARED_REPOSITORY / "tokenizer" / "config.pbtxt")
+    wanted = shipped.instance_group[0].count + 7
+    catalog = prepare(DEFAULT_CATALOG, tmp_path / "served", tokenizer_instances=wanted)
+    assert isinstance(catalog, Catalog), catalog
+    served = read_config(tmp_path / "served" / "tokenizer" / "config.pbtxt")
+    assert served.instance_group[0].count == wanted
+    shipped.ClearField("instance_group")
+    served.ClearField("instance_group")
+    assert served == shipped
 
 
 def test_a_model_of_its_own_gets_stages_named_after_it(tmp_path: Path) -> None:

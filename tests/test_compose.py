@@ -25,6 +25,7 @@ import yaml
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
 from harness.helm import CHART, HELM
+from harness.repository import read_config
 from server.launch import ADMIN_KEY_VARIABLE, EXIT_TIMEOUT_S, argument_parser
 from server.paths import REPO_ROOT, SERIALIZER_BACKEND, SERIALIZER_FILE, SERIALIZER_LIBRARY
 from server.watchdog import STOP_TIMEOUT_S
@@ -300,14 +301,11 @@ def test_served_repositories_exist_on_the_host(compose: dict[str, Any]) -> None:
             assert (host / "embedder").is_dir() or (host / "embed").is_dir(), host
 
 
-def test_gpu_config_name_selects_an_existing_config(compose: dict[str, Any]) -> None:
-    command = _services(compose)["triton"]["command"]
-    names = [
-        argument.split("=", 1)[1] for argument in command if "--model-config-name=" in argument
-    ]
-    assert names == ["gpu"]
-    configs = list((REPO_ROOT / "model_repository").glob("*/*/configs/gpu.pbtxt"))
-    assert configs, "no model has a configs/gpu.pbtxt for --model-config-name=gpu"
+def test_the_gpu_server_runs_more_tokenizer_instances(compose: dict[str, Any]) -> None:
+    shipped = read_config(REPO_ROOT / "model_repository" / "shared" / "tokenizer" / "config.pbtxt")
+    gpu = _launcher_arguments(compose, "triton").tokenizer_instances
+    assert gpu is not None and gpu > shipped.instance_group[0].count
+    assert _launcher_arguments(compose, "triton-cpu").tokenizer_instances is None
 
 
 def _health_check(compose: dict[str, Any], name: str) -> str:

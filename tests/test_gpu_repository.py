@@ -144,15 +144,6 @@ def test_tensorrt_profiles_cover_every_batch_and_length_once() -> None:
     assert sorted(lengths) == list(range(1, max_length + 1))
 
 
-def test_tokenizer_gpu_config_differs_only_in_instances() -> None:
-    tokenizer = SHARED_REPOSITORY / "tokenizer"
-    default, gpu = _config(tokenizer / "config.pbtxt"), _config(tokenizer / "configs" / "gpu.pbtxt")
-    assert gpu.instance_group[0].count > default.instance_group[0].count
-    del default.instance_group[:]
-    del gpu.instance_group[:]
-    assert gpu == default
-
-
 def test_tensorrt_export_without_tensorrt_says_where_it_runs() -> None:
     if importlib.util.find_spec("tensorrt") is not None:
         pytest.skip("TensorRT is installed here: the missing-TensorRT message cannot be seen")

@@ -277,7 +277,7 @@ def test_triton_pods_run_the_launcher_as_compose_does(rendered: Rendered) -> Non
     for option in (
         "triton_home",
         "model_repository",
-        "model_config_name",
+        "tokenizer_instances",
         "catalog",
         "served_repository",
     ):

@@ -26,9 +26,7 @@ from server.health import child_pids, python_stubs, server_ready
 from server.launch import (
     ADMIN_KEY_HEADER,
     ADMIN_KEY_VARIABLE,
-    Endpoints,
     installed_triton,
-    server_command,
     wheel_triton,
 )
 from server.paths import REPO_ROOT
@@ -189,12 +187,6 @@ def test_graceful_stop_waits_for_a_reload_in_progress_before_draining(
     reloaded = log.find(f"'{DEFAULT_MODEL.tokenizer}' reloaded")
     draining = log.find("launcher: draining")
     assert 0 <= reloaded < draining, log[-4000:]
-
-
-def test_model_config_name_reaches_tritonserver(triton_home: Path) -> None:
-    triton = installed_triton(triton_home)
-    assert "--model-config-name=gpu" in server_command(triton, Endpoints(), model_config_name="gpu")
-    assert not any("--model-config-name" in a for a in server_command(triton, Endpoints()))
 
 
 def test_triton_home_without_the_project_backends_is_refused(tmp_path: Path) -> None:

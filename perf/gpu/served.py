@@ -21,10 +21,8 @@ from tritonclient.grpc import model_config_pb2
 from harness.priority import BULK
 from harness.repository import (
     ConfigEdit,
-    chained,
     edited,
     read_config,
-    replaced_by,
     repository_variant,
 )
 from harness.requests import text_inputs
@@ -36,7 +34,6 @@ from server.paths import MODEL_REPOSITORY, SHARED_REPOSITORY
 
 Device = Literal["cuda", "cpu"]
 TORCH_EMBEDDER = MODEL_REPOSITORY / "torch_gpu" / "embedder"
-GPU_TOKENIZER_CONFIG = SHARED_REPOSITORY / "tokenizer" / "configs" / "gpu.pbtxt"
 # Texts per request: short texts in large requests, as indexing clients send
 # them; long ones fewer, within the embedder's max_tokens_per_request.
 TEXTS_PER_REQUEST: dict[Kind, int] = {"short": 32, "long": 8}
@@ -99,19 +96,20 @@ def _embedder_config(setup: ServerSetup, device: Device) -> ConfigEdit:
 
 
 def _tokenizer_config(setup: ServerSetup) -> ConfigEdit:
-    """The GPU deployment's tokenizer config with `setup`'s instance count."""
+    """The tokenizer config with `setup`'s instance count (the GPU
+    deployments' --tokenizer-instances)."""
 
     def instances(config: model_config_pb2.ModelConfig) -> None:
         (group,) = config.instance_group
         group.count = setup.tokenizer_instances
 
-    return chained(replaced_by(GPU_TOKENIZER_CONFIG), instances)
+    return instances
 
 
 def _config_edits(setup: ServerSetup, device: Device) -> dict[str, ConfigEdit]:
     """The embedder's edit, and the tokenizer's where it changes the shipped
-    config: with as many instances as that one, the GPU config may equal it,
-    and repository_variant refuses an edit that changes nothing."""
+    config: with as many instances as that one it would change nothing, which
+    repository_variant refuses."""
     edits = {"embedder": _embedder_config(setup, device)}
     tokenizer = _tokenizer_config(setup)
     shipped = SHARED_REPOSITORY / "tokenizer" / "config.pbtxt"
