@@ -38,6 +38,14 @@ SEED = 20240611
 # Random layers at the usual 0.02 initializer map every text to nearly the same vector (mean
 # pooling averages the noise away); a wider one keeps different texts clearly apart.
 INITIALIZER_RANGE = 0.3
+# Every family's encoder: tiny, so that export and check take seconds.
+ENCODER_SIZES: dict[str, Any] = {
+    "hidden_size": HIDDEN,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 2 * HIDDEN,
+    "initializer_range": INITIALIZER_RANGE,
+}
 
 QUERY_DOCUMENT_PROMPTS = {"query": "query: ", "document": "passage: "}
 QWEN3_PROMPTS = {"query": "Instruct: Given a web search query, retrieve relevant passages\nQuery: "}
@@ -199,13 +207,9 @@ def _bert_config(tokenizer: Tokenizer) -> Any:
 
     return BertConfig(
         vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=HIDDEN,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=2 * HIDDEN,
+        **ENCODER_SIZES,
         max_position_embeddings=512,
         pad_token_id=_token_id(tokenizer, "[PAD]"),
-        initializer_range=INITIALIZER_RANGE,
     )
 
 
@@ -214,17 +218,13 @@ def _xlmr_config(tokenizer: Tokenizer) -> Any:
 
     return XLMRobertaConfig(
         vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=HIDDEN,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=2 * HIDDEN,
+        **ENCODER_SIZES,
         # Positions start after the padding id, as in the published model (514 = 512 + 2).
         max_position_embeddings=MAX_SEQ_LENGTH + 2 + 64,
         type_vocab_size=1,
         bos_token_id=0,
         pad_token_id=1,
         eos_token_id=2,
-        initializer_range=INITIALIZER_RANGE,
     )
 
 
@@ -233,15 +233,11 @@ def _mpnet_config(tokenizer: Tokenizer) -> Any:
 
     return MPNetConfig(
         vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=HIDDEN,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=2 * HIDDEN,
+        **ENCODER_SIZES,
         max_position_embeddings=MAX_SEQ_LENGTH + 2 + 64,
         pad_token_id=_token_id(tokenizer, "<pad>"),
         bos_token_id=_token_id(tokenizer, "<s>"),
         eos_token_id=_token_id(tokenizer, "</s>"),
-        initializer_range=INITIALIZER_RANGE,
     )
 
 
@@ -250,10 +246,7 @@ def _modernbert_config(tokenizer: Tokenizer) -> Any:
 
     return ModernBertConfig(
         vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=HIDDEN,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=2 * HIDDEN,
+        **{**ENCODER_SIZES, "num_hidden_layers": 3},
         max_position_embeddings=512,
         # A window shorter than max_seq_length, so the local layers' sliding mask is exercised
         # (the published models: 128 of 8192).
@@ -264,7 +257,6 @@ def _modernbert_config(tokenizer: Tokenizer) -> Any:
         cls_token_id=_token_id(tokenizer, "[CLS]"),
         eos_token_id=_token_id(tokenizer, "[SEP]"),
         sep_token_id=_token_id(tokenizer, "[SEP]"),
-        initializer_range=INITIALIZER_RANGE,
     )
 
 
@@ -274,10 +266,7 @@ def _qwen3_config(tokenizer: Tokenizer) -> Any:
     eos = _token_id(tokenizer, "<|endoftext|>")
     return Qwen3Config(
         vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=HIDDEN,
-        intermediate_size=2 * HIDDEN,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **ENCODER_SIZES,
         num_key_value_heads=2,
         head_dim=16,
         max_position_embeddings=512,
@@ -287,7 +276,6 @@ def _qwen3_config(tokenizer: Tokenizer) -> Any:
         # No padding id, as published: the embedding row of a padding id starts at zero, and
         # here it would be the EOS row that last-token pooling reads.
         pad_token_id=None,
-        initializer_range=INITIALIZER_RANGE,
     )
 
 
