@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -548,22 +549,28 @@ def single_text_markdown(single: SingleText | None, ceiling: float | None) -> st
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--results", type=Path, default=REPO_ROOT / "perf" / "results" / "debian12-2core"
-    )
-    args = parser.parse_args(argv)
-    results: Path = args.results
-    raw = results / "cpu_engines"
-    raw.mkdir(parents=True, exist_ok=True)
-    # Only this run's CSVs and logs: file names carry rates that differ run to run.
-    for stale in (*raw.glob("*.csv"), *raw.glob("*.log")):
-        stale.unlink()
-    workers = len(os.sched_getaffinity(0))
-    loads = [workload(kind, per) for kind, per in WORKLOADS]
-    sentences = [text for kind, count in COSINE_TEXTS.items() for text in texts(kind, count)]
-    openvino_record = json.loads((OPENVINO_MODEL_DIR / "export.json").read_text())["openvino"]
+@dataclass(frozen=True)
+class Measured:
+    """One run's figures, as the report shows them."""
+
+    openvino_record: dict[str, Any]
+    int8_ir: tuple[Path, str] | str
+    loads: list[Workload]
+    workers: int
+    engine_rows: list[EngineRow]
+    pairs: dict[str, str]  # served setup -> the in-process engine it runs
+    shipped_setup: str
+    served: list[Served]
+    single: SingleText | None
+    layouts: list[Served]
+    baselines: list[Baseline]
+
+
+def _engines(
+    openvino_record: dict[str, Any], int8_ir: tuple[Path, str] | str, workers: int
+) -> list[Engine]:
+    """The in-process engines: ONNX Runtime on each graph, OpenVINO in each
+    precision this processor runs, and NNCF's int8 IR where it was built."""
     model_xml = OPENVINO_MODEL_DIR / "model.xml"
     graphs = build_graphs(["fused", "int8"])
     engines = [
@@ -574,9 +581,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     ]
     if this_processor().has_bf16:
         engines.append(openvino_engine("OpenVINO bf16", model_xml, "bf16", workers))
-    model_dir = json.loads((ONNX_MODEL_DIR / "export.json").read_text())["model_dir"]
-    with tempfile.TemporaryDirectory(prefix="quantize_") as work:
-        int8_ir = quantize_openvino(Path(work))
     if not isinstance(int8_ir, str):
         engines.append(
             openvino_engine(
@@ -586,6 +590,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                 workers,
             )
         )
+    return engines
+
+
+def _measure(raw: Path) -> Measured:
+    workers = len(os.sched_getaffinity(0))
+    loads = [workload(kind, per) for kind, per in WORKLOADS]
+    sentences = [text for kind, count in COSINE_TEXTS.items() for text in texts(kind, count)]
+    openvino_record = json.loads((OPENVINO_MODEL_DIR / "export.json").read_text())["openvino"]
+    model_dir = json.loads((ONNX_MODEL_DIR / "export.json").read_text())["model_dir"]
+    with tempfile.TemporaryDirectory(prefix="quantize_") as work:
+        int8_ir = quantize_openvino(Path(work))
+    engines = _engines(openvino_record, int8_ir, workers)
     engine_rows = compare_engines(engines, loads, model_dir, sentences, workers)
     in_process = {
         OPENVINO_CPU_REPOSITORY: f"OpenVINO {openvino_record['precision']}",
@@ -611,15 +627,48 @@ def main(argv: Sequence[str] | None = None) -> None:
             for load in loads
             if load.name in BASELINE_WORKLOADS
         ]
+    return Measured(
+        openvino_record,
+        int8_ir,
+        loads,
+        workers,
+        engine_rows,
+        pairs,
+        shipped_setup,
+        served,
+        single,
+        layouts,
+        baselines,
+    )
+
+
+def _int8_line(int8_ir: tuple[Path, str] | str) -> str:
+    return "OpenVINO int8: " + (
+        f"not built ({int8_ir})."
+        if isinstance(int8_ir, str)
+        else "export/quantize_openvino.py, NNCF post-training quantization calibrated on "
+        f"{sum(COSINE_TEXTS.values())} other workload texts"
+        + (f"; the export refused it: {int8_ir[1]}" if int8_ir[1] else ".")
+    )
+
+
+def _report(m: Measured) -> str:
+    record = m.openvino_record
+    openvino_engine_name = f"OpenVINO {record['precision']}"
     single_ceiling = next(
         (
             row.texts_per_s.get("short-1")
-            for row in engine_rows
-            if row.engine == pairs[shipped_setup]
+            for row in m.engine_rows
+            if row.engine == m.pairs[m.shipped_setup]
         ),
         None,
     )
-    report = "\n".join(
+    layouts = [
+        row
+        for row in m.served
+        if m.pairs.get(row.setup) == openvino_engine_name and row.workload.name in LAYOUT_WORKLOADS
+    ] + m.layouts
+    return "\n".join(
         [
             "# CPU engines (2-core machine)",
             "",
@@ -628,27 +677,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             "Generated by `.venv/bin/python -m perf.cpu_engines` in one run; the setups were "
             "measured one after the other on the same texts (perf/workloads.py: queries of "
             "8-14 tokens, short texts of about 50, long ones truncated at 256).",
-            f"The export recorded: precision {openvino_record['precision']}, check-text cosines "
-            f"{openvino_record['min_cosine']}, one-thread timing "
-            f"{openvino_record['texts_per_s_one_thread']}, faster engine "
-            f"{openvino_record['faster_engine']}.",
+            f"The export recorded: precision {record['precision']}, check-text cosines "
+            f"{record['min_cosine']}, one-thread timing "
+            f"{record['texts_per_s_one_thread']}, faster engine "
+            f"{record['faster_engine']}.",
             "",
             "## Engines in-process",
             "",
-            engines_markdown(engine_rows, loads, workers),
+            engines_markdown(m.engine_rows, m.loads, m.workers),
             ""
             if this_processor().has_bf16
             else "OpenVINO bf16: not measured, this processor has no bfloat16 instructions "
             "(avx512_bf16, amx_bf16).",
             "",
-            "OpenVINO int8: "
-            + (
-                f"not built ({int8_ir})."
-                if isinstance(int8_ir, str)
-                else "export/quantize_openvino.py, NNCF post-training quantization calibrated on "
-                f"{sum(COSINE_TEXTS.values())} other workload texts"
-                + (f"; the export refused it: {int8_ir[1]}" if int8_ir[1] else ".")
-            ),
+            _int8_line(m.int8_ir),
             "",
             "## Served: texts/s by concurrent clients",
             "",
@@ -657,32 +699,39 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{LONG_WINDOWS.measurement_requests} answered requests). Monotonic: no level below "
             f"{MONOTONIC_TOLERANCE:g}x the best level before it.",
             "",
-            served_markdown(served),
+            served_markdown(m.served),
             "## Served / in-process",
             "",
-            efficiency_markdown(served, engine_rows, pairs),
+            efficiency_markdown(m.served, m.engine_rows, m.pairs),
             "## Against the ONNX Runtime ceiling",
             "",
-            ceiling_markdown(served, engine_rows),
+            ceiling_markdown(m.served, m.engine_rows),
             "## Against Infinity",
             "",
-            baseline_markdown(served, baselines),
+            baseline_markdown(m.served, m.baselines),
             "## Instances and streams",
             "",
-            served_markdown(
-                [
-                    row
-                    for row in served
-                    if pairs.get(row.setup) == in_process[OPENVINO_CPU_REPOSITORY]
-                    and row.workload.name in LAYOUT_WORKLOADS
-                ]
-                + layouts
-            ),
+            served_markdown(layouts),
             "## Single texts",
             "",
-            single_text_markdown(single, single_ceiling),
+            single_text_markdown(m.single, single_ceiling),
         ]
     )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--results", type=Path, default=REPO_ROOT / "perf" / "results" / "debian12-2core"
+    )
+    args = parser.parse_args(argv)
+    results: Path = args.results
+    raw = results / "cpu_engines"
+    raw.mkdir(parents=True, exist_ok=True)
+    # Only this run's CSVs and logs: file names carry rates that differ run to run.
+    for stale in (*raw.glob("*.csv"), *raw.glob("*.log")):
+        stale.unlink()
+    report = _report(_measure(raw))
     (results / "cpu_engines.md").write_text(report)
     print(report)
 

@@ -132,6 +132,48 @@ def _range_argument(start: float, end: float, step: float) -> str:
     return f"{start:g}:{end:g}:{step:g}"
 
 
+def _window_arguments(
+    request_count: int | None,
+    measurement_requests: int | None,
+    measurement_ms: int,
+    stability_percentage: float,
+    max_trials: int,
+) -> list[str]:
+    """How perf_analyzer measures each level: all of `request_count`
+    requests at once, or windows (of a request count or a time) until they
+    are stable."""
+    if request_count is not None:
+        return [f"--request-count={request_count}"]
+    windows = (
+        [
+            "--measurement-mode=count_windows",
+            f"--measurement-request-count={measurement_requests}",
+        ]
+        if measurement_requests is not None
+        else [f"--measurement-interval={measurement_ms}"]
+    )
+    return [
+        *windows,
+        f"--stability-percentage={stability_percentage:g}",
+        f"--max-trials={max_trials}",
+    ]
+
+
+def _default_timeout_s(
+    levels: Sequence[float],
+    request_count: int | None,
+    measurement_requests: int | None,
+    measurement_ms: int,
+    max_trials: int,
+) -> float:
+    if request_count is not None:
+        return 60 + 3 * request_count / levels[0]
+    # Each level takes at most max_trials windows, plus warm-up and the
+    # slowest request of a window; a count window is given a minute.
+    window_s = measurement_ms / 1000 if measurement_requests is None else 60.0
+    return 30 + len(levels) * (max_trials + 2) * window_s * 1.5
+
+
 def run_perf_analyzer(
     model: str,
     url: str,
@@ -185,19 +227,8 @@ def run_perf_analyzer(
         else ["--request-rate-range", _range_argument(*load_range)]
         + ["--request-distribution", "poisson" if poisson else "constant"]
     )
-    if request_count is not None:
-        window_arguments = [f"--request-count={request_count}"]
-    elif measurement_requests is not None:
-        window_arguments = [
-            "--measurement-mode=count_windows",
-            f"--measurement-request-count={measurement_requests}",
-        ]
-    else:
-        window_arguments = [f"--measurement-interval={measurement_ms}"]
-    stability_arguments = (
-        []
-        if request_count is not None
-        else [f"--stability-percentage={stability_percentage:g}", f"--max-trials={max_trials}"]
+    window_arguments = _window_arguments(
+        request_count, measurement_requests, measurement_ms, stability_percentage, max_trials
     )
     metrics_arguments = ["--collect-metrics", f"--metrics-url={metrics_url}"] if metrics_url else []
     # Triton reads the `priority` request parameter as the request's priority level.
@@ -216,20 +247,16 @@ def run_perf_analyzer(
         "--async",
         *load_arguments,
         *window_arguments,
-        *stability_arguments,
         "--verbose-csv",
         *("-f", csv_path.name),
         *metrics_arguments,
         *priority_arguments,
         *extra,
     ]
-    if timeout_s is None and request_count is not None:
-        timeout_s = 60 + 3 * request_count / levels[0]
-    elif timeout_s is None:
-        # Each level takes at most max_trials windows, plus warm-up and the
-        # slowest request of a window; a count window is given a minute.
-        window_s = measurement_ms / 1000 if measurement_requests is None else 60.0
-        timeout_s = 30 + len(levels) * (max_trials + 2) * window_s * 1.5
+    if timeout_s is None:
+        timeout_s = _default_timeout_s(
+            levels, request_count, measurement_requests, measurement_ms, max_trials
+        )
     stderr = _execute(command, folder / csv_path.name, timeout_s)
     measurements = parse_csv(folder / csv_path.name, mode, batch_size)
     if len(measurements) != len(levels):

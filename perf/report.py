@@ -309,6 +309,29 @@ def write_plots(
     return paths
 
 
+def _capacity_text(capacity: dict[str, dict[str, list[RatePoint]]], best_delay: int) -> str:
+    text = ""
+    for kind in capacity:
+        text += (
+            f"**{kind} texts, 1 per request**, Poisson arrivals; the highest offered rate "
+            "held with p99 within the target and no failed request, "
+            "counting only rates below the first one missed. Sent at the default, interactive "
+            "priority level, so a request its queue deadline sheds counts as failed; the "
+            "rates are fractions of the closed-loop peak at concurrency "
+            f"{PEAK_CONCURRENCY} (bulk level):\n\n"
+        )
+        text += capacity_table(capacity[kind], CAPACITY_TARGETS_MS[kind], 1)
+        text += "\n"
+    text += (
+        f"Chosen for the shipped embedder: `max_queue_delay_microseconds: {best_delay}` "
+        f"(highest capacity at p99 <= {CAPACITY_TARGETS_MS['short'][1]:g} ms on short texts, "
+        "ties to the shorter delay); no preferred batch size (measured in "
+        "perf/results/debian12-2core/batching_choices.md).\n\nEvery rate measured:\n\n"
+    )
+    text += "".join(rate_points_table(sweeps) + "\n" for sweeps in capacity.values())
+    return text
+
+
 def render(
     results: Path,
     served: Served,
@@ -378,24 +401,7 @@ def render(
         }
     )
     text += section("Capacity at a p99 target")
-    for kind in capacity:
-        text += (
-            f"**{kind} texts, 1 per request**, Poisson arrivals; the highest offered rate "
-            "held with p99 within the target and no failed request, "
-            "counting only rates below the first one missed. Sent at the default, interactive "
-            "priority level, so a request its queue deadline sheds counts as failed; the "
-            "rates are fractions of the closed-loop peak at concurrency "
-            f"{PEAK_CONCURRENCY} (bulk level):\n\n"
-        )
-        text += capacity_table(capacity[kind], CAPACITY_TARGETS_MS[kind], 1)
-        text += "\n"
-    text += (
-        f"Chosen for the shipped embedder: `max_queue_delay_microseconds: {best_delay}` "
-        f"(highest capacity at p99 <= {CAPACITY_TARGETS_MS['short'][1]:g} ms on short texts, "
-        "ties to the shorter delay); no preferred batch size (measured in "
-        "perf/results/debian12-2core/batching_choices.md).\n\nEvery rate measured:\n\n"
-    )
-    text += "".join(rate_points_table(sweeps) + "\n" for sweeps in capacity.values())
+    text += _capacity_text(capacity, best_delay)
     text += section("Client-side cost per output format")
     text += client_costs
     text += section("A faster model: plain, fused and int8 graphs")
