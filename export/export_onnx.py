@@ -63,9 +63,9 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]
 
 DEFAULT_OPSET = 17
-# Plain stays the default: the fused graph served no faster here (short-8 x0.87, long-8 x0.97
-# of plain; in-process x1.02 and x1.18, perf/results/debian12-2core/report.md), and its
-# com.microsoft operators would not parse in TensorRT, whose export reads the same model.onnx.
+# Plain stays the default: the fused graph served no faster (perf/results/debian12-2core/
+# report.md, "A faster model"), and its com.microsoft operators would not parse in TensorRT,
+# whose export reads the same model.onnx.
 DEFAULT_GRAPH: GraphKind = "plain"
 # int8 embeddings are an opt-in trade with a lower bar; float32 graphs keep 0.9999. Each
 # export records its cosine per check text (check_cosines); on an AVX2-only processor:

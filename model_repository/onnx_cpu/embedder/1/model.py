@@ -8,16 +8,13 @@ in length-sorted groups (model_common.rows), one group after another.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
-from model_common.record import ExportRecord
+from model_common.embedder_setup import EmbedderSetup
 from model_common.rows import Embeddings, Tokens, embed_in_groups, groups_by_rows
-from model_common.tokens import TokenLimits
 from model_common.triton import embed_execute
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
@@ -27,23 +24,17 @@ _RUN_ERRORS = (Fail, InvalidArgument, RuntimeException)
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
-        parameters = json.loads(args["model_config"])["parameters"]
-        version_dir = Path(args["model_repository"]) / args["model_version"]
-        record = ExportRecord.read(version_dir)
-        self._dims = record.embedding_dim
-        self._limits = TokenLimits(
-            max_length=record.max_seq_length,
-            max_tokens=int(parameters["max_tokens_per_request"]["string_value"]),
-            vocab_size=record.vocab_size,
-        )
-        self._rows_per_run = int(parameters["rows_per_run"]["string_value"])
+        setup = EmbedderSetup.from_args(args)
+        self._dims = setup.dims
+        self._limits = setup.limits
+        self._rows_per_run = setup.integer("rows_per_run")
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = int(parameters["intra_op_num_threads"]["string_value"])
+        options.intra_op_num_threads = setup.integer("intra_op_num_threads")
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(
-            str(version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
+            str(setup.version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
 
     def execute(

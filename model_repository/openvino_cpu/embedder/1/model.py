@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,9 +21,8 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 import triton_python_backend_utils as pb_utils
-from model_common.record import ExportRecord
+from model_common.embedder_setup import EmbedderSetup
 from model_common.rows import Embeddings, Tokens, embed_in_groups, groups_by_tokens
-from model_common.tokens import TokenLimits
 from model_common.triton import embed_execute
 
 # What OpenVINO raises when a request's values break the graph.
@@ -92,27 +90,20 @@ def served_precision(wanted: str, exported: str, capabilities: Sequence[str]) ->
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
-        parameters = {
-            key: value["string_value"]
-            for key, value in json.loads(args["model_config"])["parameters"].items()
-        }
-        version_dir = Path(args["model_repository"]) / args["model_version"]
-        record = ExportRecord.read(version_dir)
-        self._dims = record.embedding_dim
-        self._limits = TokenLimits(
-            max_length=record.max_seq_length,
-            max_tokens=int(parameters["max_tokens_per_request"]),
-            vocab_size=record.vocab_size,
-        )
-        self._tokens_per_run = int(parameters["tokens_per_run"])
-        self._streams = int(parameters["streams"])
+        setup = EmbedderSetup.from_args(args)
+        self._dims = setup.dims
+        self._limits = setup.limits
+        self._tokens_per_run = setup.integer("tokens_per_run")
+        self._streams = setup.integer("streams")
 
         core = ov.Core()
-        exported = str(dict(record.fields.get("openvino") or {}).get("precision", "f32"))
+        exported = str(dict(setup.record.fields.get("openvino") or {}).get("precision", "f32"))
         precision = served_precision(
-            parameters["precision"], exported, core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+            setup.parameters["precision"],
+            exported,
+            core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"),
         )
-        compiled = compile_cached(core, version_dir / "model.xml", precision, self._streams)
+        compiled = compile_cached(core, setup.version_dir / "model.xml", precision, self._streams)
         self._outputs = (compiled.output("embedding"), compiled.output("norm"))
         self._queue = ov.AsyncInferQueue(compiled, self._streams)
         pb_utils.Logger.log_info(

@@ -13,13 +13,12 @@ writes here).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 import triton_python_backend_utils as pb_utils
-from model_common.record import ExportRecord
-from model_common.tokens import TokenLimits, stack_tokens
+from model_common.embedder_setup import EmbedderSetup
+from model_common.tokens import stack_tokens
 from model_common.triton import Tokens, embedding_response, read_tokens, respond_in_order
 from sentence_encoder import embed_in_groups, load_encoder
 
@@ -29,17 +28,13 @@ class TritonPythonModel:
         # One CPU thread per instance: the host work here (padding, sorting,
         # copies) is small, and instances that each started a thread per
         # core starved one another beside the tokenizer's on a GPU host
-        # (perf/results/h100/, run1 against run2).
+        # (perf/results/h100/report.md).
         torch.set_num_threads(1)
-        parameters = json.loads(args["model_config"])["parameters"]
-        record = ExportRecord.read(Path(args["model_repository"]) / args["model_version"])
-        self._dims = record.embedding_dim
-        self._limits = TokenLimits(
-            max_length=record.max_seq_length,
-            max_tokens=int(parameters["max_tokens_per_request"]["string_value"]),
-            vocab_size=record.vocab_size,
-        )
-        self._rows_per_run = int(parameters["rows_per_run"]["string_value"])
+        setup = EmbedderSetup.from_args(args)
+        record = setup.record
+        self._dims = setup.dims
+        self._limits = setup.limits
+        self._rows_per_run = setup.integer("rows_per_run")
         if args["model_instance_kind"] == "GPU":
             device = torch.device("cuda", int(args["model_instance_device_id"]))
             dtype = torch.float16

@@ -1,0 +1,58 @@
+"""What every embedder reads when Triton initializes it: its config's
+parameters, its version folder, the export record there and the token
+limits derived from both. Pure Python: the models' `initialize` builds it
+from Triton's `args`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_common.record import ExportRecord
+from model_common.tokens import TokenLimits
+
+# The config parameter bounding real tokens per request, which every
+# embedder's config declares.
+MAX_TOKENS_PARAMETER = "max_tokens_per_request"
+
+
+@dataclass(frozen=True)
+class EmbedderSetup:
+    parameters: Mapping[str, str]  # the config's parameters, by key, as their string values
+    version_dir: Path
+    record: ExportRecord
+
+    @classmethod
+    def from_args(cls, args: Mapping[str, str]) -> EmbedderSetup:
+        """From the `args` Triton passes a Python model's initialize."""
+        config = json.loads(args["model_config"])
+        parameters = {
+            key: str(value["string_value"]) for key, value in config["parameters"].items()
+        }
+        version_dir = Path(args["model_repository"]) / args["model_version"]
+        return cls(parameters, version_dir, ExportRecord.read(version_dir))
+
+    def integer(self, key: str) -> int:
+        """An integer parameter; a missing or malformed one fails the load
+        with a message naming it."""
+        value = self.parameters.get(key)
+        if value is None:
+            raise ValueError(f"the config declares no parameter {key!r}")
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"parameter {key!r} is {value!r}, not an integer") from None
+
+    @property
+    def dims(self) -> int:
+        return self.record.embedding_dim
+
+    @property
+    def limits(self) -> TokenLimits:
+        return TokenLimits(
+            max_length=self.record.max_seq_length,
+            max_tokens=self.integer(MAX_TOKENS_PARAMETER),
+            vocab_size=self.record.vocab_size,
+        )
