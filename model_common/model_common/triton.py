@@ -12,7 +12,7 @@ import triton_python_backend_utils as pb_utils
 
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
-from model_common.rows import Embeddings, Tokens
+from model_common.rows import Embeddings, Tokens, embed_in_groups
 from model_common.tokens import TokenLimits, stack_tokens, token_error
 
 Checked = TypeVar("Checked")
@@ -107,3 +107,30 @@ def _embed_alone(
                 error_message(ErrorKind.INVALID_INPUT, f"the model rejected the tokens: {error}")
             )
         )
+
+
+class GroupedEmbedder:
+    """The execute of an embedder that runs each call's rows in length-sorted
+    groups (model_common.rows): every request checked, the valid ones'
+    rows cut into groups by `_cut_groups` and run by `_run_groups`. A model
+    sets `_dims`, `_limits` and `_run_errors` in its initialize."""
+
+    _dims: int
+    _limits: TokenLimits
+    _run_errors: tuple[type[Exception], ...]
+
+    def execute(
+        self, requests: list[pb_utils.InferenceRequest]
+    ) -> list[pb_utils.InferenceResponse]:
+        return embed_execute(requests, self._limits, self._dims, self._embed_rows, self._run_errors)
+
+    def _embed_rows(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Embeddings:
+        return embed_in_groups(
+            input_ids, attention_mask, self._dims, self._cut_groups, self._run_groups
+        )
+
+    def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def _run_groups(self, groups: Sequence[Tokens]) -> list[Embeddings]:
+        raise NotImplementedError

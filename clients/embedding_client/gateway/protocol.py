@@ -32,6 +32,7 @@ MAX_INPUTS = 2048
 FIELDS = frozenset({"input", "model", "encoding_format", "dimensions", "user", *TEXT_OPTIONS})
 EncodingFormat = Literal["float", "base64"]
 ChoiceT = TypeVar("ChoiceT", bound=str)
+TypedT = TypeVar("TypedT", str, bool)
 _INPUT_SHAPES = (
     "a string, an array of strings, an array of token ids or an array of token-id arrays"
 )
@@ -125,25 +126,24 @@ def model_not_found(model: str, served: Mapping[str, object]) -> ApiError:
 def _text_options(payload: dict[str, Any]) -> TextOptions:
     """Types and choices only: which prompts a model has is Triton's to say."""
     options = TextOptions()
-    prompt_name = payload.get("prompt_name")
-    if prompt_name is not None:
-        if not isinstance(prompt_name, str):
-            raise bad_request(f"'prompt_name' must be a string, got {prompt_name!r}", "prompt_name")
-        options["prompt_name"] = prompt_name
-    input_type = payload.get("input_type")
-    if input_type is not None:
+    if payload.get("prompt_name") is not None:
+        options["prompt_name"] = _typed(payload, "prompt_name", str, "a string")
+    if payload.get("input_type") is not None:
         options["input_type"] = _choice(payload, "input_type", INPUT_TYPES)
-    truncate = payload.get("truncate")
-    if truncate is not None:
-        if not isinstance(truncate, bool):
-            raise bad_request(f"'truncate' must be a boolean, got {truncate!r}", "truncate")
-        options["truncate"] = truncate
-    direction = payload.get("truncation_direction")
-    if direction is not None:
+    if payload.get("truncate") is not None:
+        options["truncate"] = _typed(payload, "truncate", bool, "a boolean")
+    if payload.get("truncation_direction") is not None:
         options["truncation_direction"] = _choice(
             payload, "truncation_direction", TRUNCATION_DIRECTIONS
         )
     return options
+
+
+def _typed(payload: dict[str, Any], field: str, kind: type[TypedT], what: str) -> TypedT:
+    value = payload[field]
+    if not isinstance(value, kind):
+        raise bad_request(f"'{field}' must be {what}, got {value!r}", field)
+    return value
 
 
 def _choice(payload: dict[str, Any], field: str, choices: tuple[ChoiceT, ...]) -> ChoiceT:

@@ -12,21 +12,21 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnxruntime as ort
-import triton_python_backend_utils as pb_utils
 from model_common.embedder_setup import EmbedderSetup
-from model_common.rows import Embeddings, Tokens, embed_in_groups, groups_by_rows
-from model_common.triton import embed_execute
+from model_common.rows import Embeddings, Tokens, groups_by_rows
+from model_common.triton import GroupedEmbedder
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
 # What ONNX Runtime raises when a request's values break the graph.
 _RUN_ERRORS = (Fail, InvalidArgument, RuntimeException)
 
 
-class TritonPythonModel:
+class TritonPythonModel(GroupedEmbedder):
     def initialize(self, args: dict[str, str]) -> None:
         setup = EmbedderSetup.from_args(args)
         self._dims = setup.dims
         self._limits = setup.limits
+        self._run_errors = _RUN_ERRORS
         self._rows_per_run = setup.integer("rows_per_run")
 
         options = ort.SessionOptions()
@@ -35,16 +35,6 @@ class TritonPythonModel:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(
             str(setup.version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
-        )
-
-    def execute(
-        self, requests: list[pb_utils.InferenceRequest]
-    ) -> list[pb_utils.InferenceResponse]:
-        return embed_execute(requests, self._limits, self._dims, self._embed_rows, _RUN_ERRORS)
-
-    def _embed_rows(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Embeddings:
-        return embed_in_groups(
-            input_ids, attention_mask, self._dims, self._cut_groups, self._run_groups
         )
 
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:

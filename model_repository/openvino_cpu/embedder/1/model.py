@@ -22,8 +22,8 @@ import numpy as np
 import openvino as ov
 import triton_python_backend_utils as pb_utils
 from model_common.embedder_setup import EmbedderSetup
-from model_common.rows import Embeddings, Tokens, embed_in_groups, groups_by_tokens
-from model_common.triton import embed_execute
+from model_common.rows import Embeddings, Tokens, groups_by_tokens
+from model_common.triton import GroupedEmbedder
 
 # What OpenVINO raises when a request's values break the graph.
 _RUN_ERRORS = (RuntimeError,)
@@ -88,11 +88,12 @@ def served_precision(wanted: str, exported: str, capabilities: Sequence[str]) ->
     return wanted
 
 
-class TritonPythonModel:
+class TritonPythonModel(GroupedEmbedder):
     def initialize(self, args: dict[str, str]) -> None:
         setup = EmbedderSetup.from_args(args)
         self._dims = setup.dims
         self._limits = setup.limits
+        self._run_errors = _RUN_ERRORS
         self._tokens_per_run = setup.integer("tokens_per_run")
         self._streams = setup.integer("streams")
 
@@ -109,16 +110,6 @@ class TritonPythonModel:
         pb_utils.Logger.log_info(
             f"embedder: OpenVINO {ov.get_version()}, precision {precision}, "
             f"{self._streams} stream(s) of one thread"
-        )
-
-    def execute(
-        self, requests: list[pb_utils.InferenceRequest]
-    ) -> list[pb_utils.InferenceResponse]:
-        return embed_execute(requests, self._limits, self._dims, self._embed_rows, _RUN_ERRORS)
-
-    def _embed_rows(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Embeddings:
-        return embed_in_groups(
-            input_ids, attention_mask, self._dims, self._cut_groups, self._run_groups
         )
 
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
