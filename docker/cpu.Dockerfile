@@ -13,10 +13,12 @@
 #   --secret id=ca-certificates,src=/etc/ssl/certs/ca-certificates.crt
 
 # Build stage: the serializer backend (its unit tests run in the test suite).
+# nlohmann-json3-dev: the header-only JSON library it reads its model
+# configuration with.
 FROM debian:bookworm-slim AS serializer
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-       cmake g++ make \
+       cmake g++ make nlohmann-json3-dev \
     && rm -rf /var/lib/apt/lists/*
 COPY backends/embedding_serializer /src/embedding_serializer
 RUN cmake -S /src/embedding_serializer -B /build -DCMAKE_BUILD_TYPE=Release \

@@ -3,10 +3,12 @@
 
 # Build stage: the serializer with GPU input support (a CUDA copy to host),
 # on the CUDA release of tritonserver:24.10 (12.6) and the same Ubuntu 22.04.
+# nlohmann-json3-dev: the header-only JSON library it reads its model
+# configuration (and its tests the row format declaration) with.
 FROM nvcr.io/nvidia/cuda:12.6.2-devel-ubuntu22.04 AS serializer
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-       cmake g++ make libgtest-dev \
+       cmake g++ make libgtest-dev nlohmann-json3-dev \
     && rm -rf /var/lib/apt/lists/*
 # Triton's C API headers of the release served below: its image installs them
 # in /opt/tritonserver/include, and the build checks the backend's own
@@ -14,9 +16,12 @@ RUN apt-get update \
 COPY --from=nvcr.io/nvidia/tritonserver:24.10-py3 /opt/tritonserver/include/triton/core \
      /opt/triton/include/triton/core
 COPY backends/embedding_serializer /src/embedding_serializer
+# The row format declaration the unit tests check the encoder against.
+COPY model_common/model_common/row_formats.json /src/row_formats.json
 RUN cmake -S /src/embedding_serializer -B /build -DCMAKE_BUILD_TYPE=Release \
        -DEMBEDDING_SERIALIZER_ENABLE_GPU=ON \
        -DEMBEDDING_SERIALIZER_CHECK_API=ON -DTRITON_INCLUDE_DIR=/opt/triton/include \
+       -DROW_FORMATS_JSON=/src/row_formats.json \
     && cmake --build /build --parallel \
     && ctest --test-dir /build --output-on-failure
 

@@ -23,6 +23,8 @@ system_packages() {
   command -v cmake >/dev/null || missing+=(cmake)
   command -v g++ >/dev/null || missing+=(g++)
   [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  # Header-only JSON for the serializer backend.
+  [ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
   python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
   # Triton's Python-backend stub links against the shared libpython.
   local version

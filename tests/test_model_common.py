@@ -5,13 +5,16 @@ what an embedder must never see, and the client parses every error kind."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib.resources import files
 
 import numpy as np
 import pytest
+from embedding_client.decode import OPTION_DEFAULTS as CLIENT_OPTION_DEFAULTS
+from embedding_client.decode import ROW_DTYPES as CLIENT_ROW_DTYPES
 from embedding_client.errors import ERROR_KINDS, InvalidInputError
 from model_common.admission import pending_requests
 from model_common.errors import ErrorKind, error_message
-from model_common.options import option_error
+from model_common.options import BIT_PACKED, OPTION_DEFAULTS, ROW_DTYPES, ROW_FORMATS, option_error
 from model_common.rows import Embeddings, embed_in_groups, groups_by_rows, groups_by_tokens
 from model_common.text_options import Prompts, TextOptions, text_options
 from model_common.tokens import TokenLimits, stack_tokens, token_error
@@ -25,14 +28,22 @@ LIMITS = TokenLimits(max_length=8, max_tokens=10, vocab_size=100)
     [
         ({}, None),
         ({"dtype": "binary", "dimensions": 64, "normalize": False, "other": 1}, None),
-        ({"dtype": "float64"}, "invalid_parameter 'dtype': unknown dtype 'float64'"),
+        (
+            {"dtype": "float64"},
+            "invalid_parameter 'dtype': unknown dtype 'float64' (expected float32, float16, "
+            "int8, uint8, binary or ubinary)",
+        ),
         ({"dtype": 8}, "invalid_parameter 'dtype': must be a string"),
         ({"dimensions": True}, "invalid_parameter 'dimensions': must be an integer"),
         ({"dimensions": "64"}, "invalid_parameter 'dimensions': must be an integer"),
         ({"dimensions": 0}, "invalid_parameter 'dimensions': 0 is outside 1..384"),
         ({"dimensions": 385}, "invalid_parameter 'dimensions': 385 is outside 1..384"),
         ({"normalize": 1}, "invalid_parameter 'normalize': must be a boolean"),
-        ({"dtype": "ubinary", "dimensions": 12}, "must be a multiple of 8, got 12"),
+        (
+            {"dtype": "ubinary", "dimensions": 12},
+            "invalid_parameter 'dimensions': binary and ubinary pack 8 dimensions per byte, "
+            "so the dimensions must be a multiple of 8, got 12",
+        ),
     ],
 )
 def test_option_error(parameters: dict[str, object], expected: str | None) -> None:
@@ -41,6 +52,30 @@ def test_option_error(parameters: dict[str, object], expected: str | None) -> No
         assert error is None
     else:
         assert error is not None and expected in error
+
+
+def test_client_ships_the_row_format_declaration() -> None:
+    """The client's copy is the server's declaration, byte for byte
+    (docs/adding_a_row_format.md)."""
+    declared = files("model_common").joinpath("row_formats.json").read_bytes()
+    shipped = files("embedding_client").joinpath("row_formats.json").read_bytes()
+    assert shipped == declared, (
+        "copy the declaration: cp model_common/model_common/row_formats.json "
+        "clients/embedding_client/"
+    )
+
+
+def test_row_formats_decode_with_the_declared_widths() -> None:
+    """The numpy dtype each format decodes as holds one value per declared
+    byte width (a packed byte for the bit-packed ones)."""
+    assert tuple(CLIENT_ROW_DTYPES) == ROW_DTYPES
+    assert CLIENT_OPTION_DEFAULTS == OPTION_DEFAULTS
+    for name, row_format in ROW_FORMATS.items():
+        decoded = CLIENT_ROW_DTYPES[name]
+        assert decoded == np.dtype(row_format.numpy)
+        assert decoded.itemsize == (row_format.bytes_per_value or 1), name
+    assert BIT_PACKED == ("binary", "ubinary")
+    assert OPTION_DEFAULTS == {"dtype": "float32", "dimensions": None, "normalize": True}
 
 
 def _tokens(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from embedding_client.base import DEFAULT_MODEL
 from embedding_client.client import EmbeddingClient
-from embedding_client.decode import ROW_DTYPES
+from embedding_client.decode import OPTION_DEFAULTS, ROW_DTYPES
 from embedding_client.errors import EmbeddingError
 from embedding_client.files import (
     OUTPUT_FORMATS,
@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model", default=DEFAULT_MODEL, help="the server's model (Triton name) to embed with"
     )
-    parser.add_argument("--dtype", choices=list(ROW_DTYPES), default="float32")
+    parser.add_argument("--dtype", choices=list(ROW_DTYPES), default=OPTION_DEFAULTS["dtype"])
     parser.add_argument("--dimensions", type=int, help="keep the first k dimensions")
     parser.add_argument("--no-normalize", dest="normalize", action="store_false")
     parser.add_argument("--prompt-name", help="one of the model's prompts, put before each text")

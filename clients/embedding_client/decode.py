@@ -5,21 +5,31 @@ little-endian bytes; viewing them with the row dtype gives [N, B / itemsize]
 without a copy. The quantized and binary formats come back as stored: int8 or
 uint8 codes, and packed bits (binary as int8, ubinary as uint8, k / 8 bytes
 per row), exactly as docs/contract.md describes them.
+
+The formats come from row_formats.json, a byte-for-byte copy of the server's
+declaration (model_common/model_common/row_formats.json; a test keeps the two
+the same), shipped as package data so that the client installs without the
+server's packages.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from importlib.resources import files
+from typing import Any
 
 import numpy as np
 
+_DECLARATION: dict[str, Any] = json.loads(
+    files("embedding_client").joinpath("row_formats.json").read_text(encoding="utf-8")
+)
 ROW_DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype("<f4"),
-    "float16": np.dtype("<f2"),
-    "int8": np.dtype("i1"),
-    "uint8": np.dtype("u1"),
-    "binary": np.dtype("i1"),
-    "ubinary": np.dtype("u1"),
+    entry["name"]: np.dtype(entry["numpy"]) for entry in _DECLARATION["dtypes"]
+}
+# The server's default for each row option (dtype, dimensions, normalize).
+OPTION_DEFAULTS: dict[str, Any] = {
+    option["name"]: option["default"] for option in _DECLARATION["options"]
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from embedding_client.decode import ROW_DTYPES
+from embedding_client.decode import OPTION_DEFAULTS, ROW_DTYPES
 from embedding_client.errors import InvalidInputError
 
 Parameters = dict[str, str | int | bool]
@@ -40,9 +40,9 @@ class EmbedOptions:
     """None leaves an option to the server: its default, or the model's (a
     model may default to a prompt, or to refusing over-long texts)."""
 
-    dtype: str = "float32"
+    dtype: str = OPTION_DEFAULTS["dtype"]
     dimensions: int | None = None
-    normalize: bool = True
+    normalize: bool = OPTION_DEFAULTS["normalize"]
     prompt_name: str | None = None
     input_type: str | None = None
     truncate: bool | None = None
@@ -79,8 +79,8 @@ class EmbedOptions:
         parameters: Parameters = {"dtype": self.dtype}
         if self.dimensions is not None:
             parameters["dimensions"] = self.dimensions
-        if not self.normalize:
-            parameters["normalize"] = False
+        if self.normalize != OPTION_DEFAULTS["normalize"]:
+            parameters["normalize"] = self.normalize
         for name in TEXT_OPTIONS:
             value = getattr(self, name)
             if value is not None:

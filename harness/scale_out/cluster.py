@@ -366,24 +366,46 @@ def running_envoy(replicas: Sequence[Replica], workdir: Path, vcpu: int) -> Iter
         "--log-level",
         "warn",
     ]
+    # Ready once every replica passed its first active health check.
+    with _supervised(
+        command,
+        log_path,
+        "envoy",
+        0.1,
+        lambda process: _envoy_ready(Envoy(process, ports, config_path), len(replicas)),
+    ) as process:
+        yield Envoy(process, ports, config_path)
+
+
+def _envoy_ready(envoy: Envoy, replicas: int) -> bool:
+    return (
+        answers_ok(f"http://{envoy.admin_target}/ready") and len(envoy.routable_ports()) == replicas
+    )
+
+
+@contextmanager
+def _supervised(
+    command: list[str],
+    log_path: Path,
+    what: str,
+    interval_s: float,
+    ready: Callable[[subprocess.Popen[bytes]], bool],
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A tool of the cluster (Envoy, Prometheus) as a child process, logging
+    to `log_path`, yielded once `ready`, stopped on exit."""
     with log_path.open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    envoy = Envoy(process, ports, config_path)
     try:
-        # Ready once every replica passed its first active health check.
         wait_until_ready(
-            lambda: (
-                answers_ok(f"http://{envoy.admin_target}/ready")
-                and len(envoy.routable_ports()) == len(replicas)
-            ),
+            lambda: ready(process),
             process,
             log_path,
-            what="envoy",
+            what=what,
             timeout_s=30.0,
-            interval_s=0.1,
+            interval_s=interval_s,
             error=ScaleOutError,
         )
-        yield envoy
+        yield process
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -482,27 +504,18 @@ def running_prometheus(
         "--storage.tsdb.retention.time=1d",
         "--log.level=warn",
     ]
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    prometheus = Prometheus(process, f"http://127.0.0.1:{port}")
-    try:
-        wait_until_ready(
-            lambda: (
-                answers_ok(f"{prometheus.url}/-/ready")
-                and prometheus.scraped("triton") == len(replicas)
-                and prometheus.scraped("envoy") == 1
-            ),
-            process,
-            log_path,
-            what="prometheus",
-            timeout_s=30.0,
-            interval_s=0.2,
-            error=ScaleOutError,
+    url = f"http://127.0.0.1:{port}"
+
+    def ready(process: subprocess.Popen[bytes]) -> bool:
+        prometheus = Prometheus(process, url)
+        return (
+            answers_ok(f"{url}/-/ready")
+            and prometheus.scraped("triton") == len(replicas)
+            and prometheus.scraped("envoy") == 1
         )
-        yield prometheus
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+
+    with _supervised(command, log_path, "prometheus", 0.2, ready) as process:
+        yield Prometheus(process, url)
 
 
 @dataclass(frozen=True)

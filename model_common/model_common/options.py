@@ -5,47 +5,99 @@ The serializer (backends/embedding_serializer/src/request_options.cc)
 applies them at the last stage; this check refuses a bad one before
 tokenization and inference are spent on it, with the serializer's message.
 Other parameter keys belong to other stages and pass.
+
+The formats, the options' defaults and the messages come from
+row_formats.json, the one declaration that the C++ tests hold the
+serializer to (docs/adding_a_row_format.md).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any
 
 from model_common.errors import ErrorKind, error_message
 
-ROW_DTYPES = ("float32", "float16", "int8", "uint8", "binary", "ubinary")
-BIT_PACKED = ("binary", "ubinary")
+
+@dataclass(frozen=True)
+class RowFormat:
+    name: str
+    # None for a bit-packed format: 8 values per byte.
+    bytes_per_value: int | None
+    # The dtype a client views the row's little-endian bytes as.
+    numpy: str
+
+    @property
+    def bit_packed(self) -> bool:
+        return self.bytes_per_value is None
 
 
-def _invalid(parameter: str, detail: str) -> str:
-    return error_message(ErrorKind.INVALID_PARAMETER, detail, parameter)
+def _row_format(entry: Mapping[str, Any]) -> RowFormat:
+    width = entry.get("bytes_per_value")
+    packed = entry.get("bit_packed", False) is True
+    # Exactly one of the two, so that a format's width is never ambiguous.
+    if packed == (width is not None) or not (packed or (isinstance(width, int) and width > 0)):
+        raise ValueError(f"row_formats.json: {entry!r} needs bytes_per_value or bit_packed")
+    return RowFormat(entry["name"], width, entry["numpy"])
+
+
+DECLARATION: dict[str, Any] = json.loads(
+    files("model_common").joinpath("row_formats.json").read_text(encoding="utf-8")
+)
+ROW_FORMATS: dict[str, RowFormat] = {
+    entry["name"]: _row_format(entry) for entry in DECLARATION["dtypes"]
+}
+ROW_DTYPES = tuple(ROW_FORMATS)
+BIT_PACKED = tuple(name for name, row_format in ROW_FORMATS.items() if row_format.bit_packed)
+OPTION_DEFAULTS: dict[str, object] = {
+    option["name"]: option["default"] for option in DECLARATION["options"]
+}
+_OPTION_TYPES: dict[str, str] = {
+    option["name"]: option["type"] for option in DECLARATION["options"]
+}
+_MESSAGES: dict[str, str] = DECLARATION["messages"]
+
+
+def _listed(names: tuple[str, ...], last: str) -> str:
+    """Names as "a, b or c" (last="or"), the way the serializer lists them."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def _invalid(parameter: str, message: str, **values: object) -> str:
+    return error_message(
+        ErrorKind.INVALID_PARAMETER, _MESSAGES[message].format(**values), parameter
+    )
+
+
+def _wrong_type(parameter: str) -> str:
+    return _invalid(parameter, "wrong_type", type=_OPTION_TYPES[parameter])
 
 
 def option_error(parameters: Mapping[str, object], embedding_dim: int) -> str | None:
     """The error message for the first bad option, or None when all are good.
     `parameters` are the request's parameters as Triton's JSON gives them."""
-    dtype = parameters.get("dtype", "float32")
+    dtype = parameters.get("dtype", OPTION_DEFAULTS["dtype"])
     if not isinstance(dtype, str):
-        return _invalid("dtype", "must be a string")
-    if dtype not in ROW_DTYPES:
-        return _invalid(
-            "dtype",
-            f"unknown dtype '{dtype}' (expected float32, float16, int8, uint8, binary or ubinary)",
-        )
-    dimensions = parameters.get("dimensions")
+        return _wrong_type("dtype")
+    if dtype not in ROW_FORMATS:
+        return _invalid("dtype", "unknown_dtype", dtype=dtype, dtypes=_listed(ROW_DTYPES, "or"))
+    dimensions = parameters.get("dimensions", OPTION_DEFAULTS["dimensions"])
     # bool is an int in Python; Triton's boolean parameters are not integers.
     if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int)):
-        return _invalid("dimensions", "must be an integer")
-    normalize = parameters.get("normalize", True)
+        return _wrong_type("dimensions")
+    normalize = parameters.get("normalize", OPTION_DEFAULTS["normalize"])
     if not isinstance(normalize, bool):
-        return _invalid("normalize", "must be a boolean")
+        return _wrong_type("normalize")
     if dimensions is not None and not 1 <= dimensions <= embedding_dim:
-        return _invalid("dimensions", f"{dimensions} is outside 1..{embedding_dim}")
-    kept = embedding_dim if dimensions is None else dimensions
-    if dtype in BIT_PACKED and kept % 8 != 0:
         return _invalid(
-            "dimensions",
-            "binary and ubinary pack 8 dimensions per byte, so the dimensions must be "
-            f"a multiple of 8, got {kept}",
+            "dimensions", "dimensions_outside", dimensions=dimensions, model_dims=embedding_dim
+        )
+    kept = embedding_dim if dimensions is None else dimensions
+    if ROW_FORMATS[dtype].bit_packed and kept % 8 != 0:
+        return _invalid(
+            "dimensions", "not_whole_bytes", bit_packed=_listed(BIT_PACKED, "and"), dimensions=kept
         )
     return None

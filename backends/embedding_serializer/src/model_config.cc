@@ -1,13 +1,19 @@
 #include "model_config.h"
 
+#include <charconv>
 #include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <system_error>
 #include <vector>
-
-#include "json_reader.h"
 
 namespace embedding_serializer {
 namespace {
+
+// Only nlohmann's non-throwing calls are used here (parse with exceptions
+// off, is_*, find, get_ptr), so no JSON error can become an exception.
+using Json = nlohmann::json;
 
 enum class DimsRule {
   kAny,         // [-1]
@@ -27,13 +33,51 @@ std::string Label(std::string_view section, std::string_view name) {
   return std::string(section) + " '" + std::string(name) + "'";
 }
 
-const std::string* StringMember(const JsonValue& object, std::string_view key) {
-  const JsonValue* member = object.Find(key);
-  return member ? member->AsString() : nullptr;
+// The member named `key` of an object; nullptr if absent or not an object.
+const Json* Member(const Json& object, std::string_view key) {
+  if (!object.is_object()) {
+    return nullptr;
+  }
+  // A std::string key: Ubuntu 22.04's nlohmann (3.10) has no string_view find.
+  const auto member = object.find(std::string(key));
+  return member == object.end() ? nullptr : &*member;
 }
 
-const JsonValue* FindTensor(const JsonValue& tensors, std::string_view name) {
-  for (const JsonValue& tensor : tensors.items()) {
+const std::string* StringMember(const Json& object, std::string_view key) {
+  const Json* member = Member(object, key);
+  return member ? member->get_ptr<const std::string*>() : nullptr;
+}
+
+// A whole number that fits int64, or a string holding one: protobuf's JSON
+// writes int64 fields (dims, max_batch_size) as strings.
+std::optional<int64_t> AsInt64(const Json& value) {
+  // nlohmann reads non-negative integers as unsigned. Checked first: the
+  // signed pointer is handed out for unsigned values too, as the same bits.
+  if (const auto* number = value.get_ptr<const Json::number_unsigned_t*>()) {
+    if (*number > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(*number);
+  }
+  if (const auto* number = value.get_ptr<const Json::number_integer_t*>()) {
+    return *number;
+  }
+  const std::string* text = value.get_ptr<const std::string*>();
+  if (text == nullptr || text->empty()) {
+    return std::nullopt;
+  }
+  int64_t parsed = 0;
+  const char* last = text->data() + text->size();
+  const auto [end, status] = std::from_chars(text->data(), last, parsed);
+  if (status != std::errc() || end != last) {
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+// `tensors` is an array (range-for over any other kind visits the value itself).
+const Json* FindTensor(const Json& tensors, std::string_view name) {
+  for (const Json& tensor : tensors) {
     const std::string* tensor_name = StringMember(tensor, "name");
     if (tensor_name && *tensor_name == name) {
       return &tensor;
@@ -61,19 +105,19 @@ std::string Listed(const std::vector<std::string_view>& names) {
   return text;
 }
 
-std::string DimsText(const std::vector<JsonValue>& dims) {
+// `dims` is an array, here and in DimsFollow.
+std::string DimsText(const Json& dims) {
   std::string text = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const std::optional<int64_t> dim = dims[i].AsInt64();
-    text += i == 0 ? "" : ", ";
+  for (const Json& value : dims) {
+    const std::optional<int64_t> dim = AsInt64(value);
+    text += text.size() == 1 ? "" : ", ";
     text += dim ? std::to_string(*dim) : "?";
   }
   return text + "]";
 }
 
-bool DimsFollow(const std::vector<JsonValue>& dims, DimsRule rule) {
-  const std::optional<int64_t> dim =
-      dims.size() == 1 ? dims[0].AsInt64() : std::nullopt;
+bool DimsFollow(const Json& dims, DimsRule rule) {
+  const std::optional<int64_t> dim = dims.size() == 1 ? AsInt64(dims.front()) : std::nullopt;
   switch (rule) {
     case DimsRule::kAny:
       return dim == -1;
@@ -97,23 +141,23 @@ const char* ExpectedDims(DimsRule rule) {
   return "";
 }
 
-std::string CheckTensor(const std::string& label, const JsonValue& tensor,
+std::string CheckTensor(const std::string& label, const Json& tensor,
                         const TensorRule& rule) {
   const std::string* data_type = StringMember(tensor, "data_type");
   if (!Contains(rule.data_types, data_type)) {
     return Problem(label + " data_type is " + (data_type ? *data_type : "missing") +
                    "; expected " + Listed(rule.data_types));
   }
-  const JsonValue* dims = tensor.Find("dims");
-  if (dims == nullptr || dims->kind() != JsonValue::Kind::kArray) {
+  const Json* dims = Member(tensor, "dims");
+  if (dims == nullptr || !dims->is_array()) {
     return Problem(label + " dims are missing; expected " + ExpectedDims(rule.dims));
   }
-  if (!DimsFollow(dims->items(), rule.dims)) {
-    return Problem(label + " dims are " + DimsText(dims->items()) + "; expected " +
+  if (!DimsFollow(*dims, rule.dims)) {
+    return Problem(label + " dims are " + DimsText(*dims) + "; expected " +
                    ExpectedDims(rule.dims));
   }
   // A reshape would make the shape the serializer reads differ from `dims`.
-  if (tensor.Find("reshape") != nullptr) {
+  if (Member(tensor, "reshape") != nullptr) {
     return Problem(label + " sets reshape, which the serializer does not support");
   }
   return {};
@@ -121,17 +165,17 @@ std::string CheckTensor(const std::string& label, const JsonValue& tensor,
 
 // `section` ("input" or "output") must declare exactly the tensors of
 // `rules`, each following its rule. Returns the first problem, or "".
-std::string CheckSection(const JsonValue& config, const std::string& section,
+std::string CheckSection(const Json& config, const std::string& section,
                          const std::vector<TensorRule>& rules) {
-  const JsonValue* tensors = config.Find(section);
-  if (tensors == nullptr || tensors->kind() != JsonValue::Kind::kArray) {
+  const Json* tensors = Member(config, section);
+  if (tensors == nullptr || !tensors->is_array()) {
     return Problem("'" + section + "' is missing or not a list");
   }
   std::vector<std::string_view> names;
   for (const TensorRule& rule : rules) {
     names.push_back(rule.name);
   }
-  for (const JsonValue& tensor : tensors->items()) {
+  for (const Json& tensor : *tensors) {
     const std::string* name = StringMember(tensor, "name");
     if (!Contains(names, name)) {
       return Problem(Label(section, name ? *name : "") +
@@ -140,7 +184,7 @@ std::string CheckSection(const JsonValue& config, const std::string& section,
   }
   for (const TensorRule& rule : rules) {
     const std::string label = Label(section, rule.name);
-    const JsonValue* tensor = FindTensor(*tensors, rule.name);
+    const Json* tensor = FindTensor(*tensors, rule.name);
     if (tensor == nullptr) {
       return Problem(label + " is missing");
     }
@@ -156,21 +200,20 @@ std::string CheckSection(const JsonValue& config, const std::string& section,
 
 ConfigCheck CheckModelConfig(std::string_view config_json) {
   ConfigCheck check;
-  const JsonParse parsed = ParseJson(config_json);
-  if (!parsed.error.empty()) {
-    check.error = Problem(parsed.error);
+  const Json config = Json::parse(config_json.data(), config_json.data() + config_json.size(),
+                                  /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) {
+    check.error = Problem("not valid JSON");
     return check;
   }
-  const JsonValue& config = parsed.value;
-  if (config.kind() != JsonValue::Kind::kObject) {
+  if (!config.is_object()) {
     check.error = Problem("not a JSON object");
     return check;
   }
 
   // Requests arrive batched along the first dimension: [N, D] and [N, 1].
-  const JsonValue* max_batch_size = config.Find("max_batch_size");
-  const std::optional<int64_t> batch =
-      max_batch_size ? max_batch_size->AsInt64() : std::nullopt;
+  const Json* max_batch_size = Member(config, "max_batch_size");
+  const std::optional<int64_t> batch = max_batch_size ? AsInt64(*max_batch_size) : std::nullopt;
   if (!batch || *batch < 1) {
     check.error = Problem("max_batch_size is " +
                           (batch ? std::to_string(*batch) : std::string("missing")) +
@@ -187,7 +230,7 @@ ConfigCheck CheckModelConfig(std::string_view config_json) {
         CheckSection(config, "output", {{kBytesOutput, {"TYPE_UINT8"}, DimsRule::kAny}});
   }
   if (check.error.empty()) {
-    const JsonValue* embedding = FindTensor(*config.Find("input"), kEmbeddingInput);
+    const Json* embedding = FindTensor(*Member(config, "input"), kEmbeddingInput);
     if (*StringMember(*embedding, "data_type") == "TYPE_FP16") {
       check.config.embedding_type = ElementType::kFloat16;
     }

@@ -5,6 +5,25 @@
 namespace embedding_serializer {
 namespace {
 
+// The names of kFormats (those bit-packed, with `bit_packed_only`) as
+// "a, b or c" (`last` = "or"), as model_common/options.py lists them.
+std::string FormatNames(bool bit_packed_only, std::string_view last) {
+  std::vector<std::string_view> names;
+  for (const FormatSpec& spec : kFormats) {
+    if (!bit_packed_only || spec.bytes_per_value == 0) {
+      names.push_back(spec.name);
+    }
+  }
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) {
+      text.append(i + 1 == names.size() ? " " + std::string(last) + " " : ", ");
+    }
+    text.append(names[i]);
+  }
+  return text;
+}
+
 // The project's stable error grammar, `<kind> '<parameter>': <detail>`
 // (model_common/errors.py): clients branch on the kind.
 std::string Invalid(std::string_view key, std::string_view problem) {
@@ -36,10 +55,9 @@ ParsedOptions ParseOptions(const std::vector<Parameter>& parameters) {
       }
       const std::optional<Format> format = ParseFormat(*name);
       if (!format) {
-        parsed.error = Invalid(
-            parameter.key, "unknown dtype '" + std::string(*name) +
-                               "' (expected float32, float16, int8, uint8, "
-                               "binary or ubinary)");
+        parsed.error = Invalid(parameter.key, "unknown dtype '" + std::string(*name) +
+                                                  "' (expected " + FormatNames(false, "or") +
+                                                  ")");
         return parsed;
       }
       parsed.options.format = *format;
@@ -70,10 +88,10 @@ std::string ValidateOptions(const RequestOptions& options, size_t model_dims) {
   }
   const size_t kept = OutputDims(options, model_dims);
   if (IsBitPacked(options.format) && kept % 8 != 0) {
-    return Invalid("dimensions",
-                   "binary and ubinary pack 8 dimensions per byte, so the "
-                   "dimensions must be a multiple of 8, got " +
-                       std::to_string(kept));
+    return Invalid("dimensions", FormatNames(true, "and") +
+                                     " pack 8 dimensions per byte, so the dimensions must "
+                                     "be a multiple of 8, got " +
+                                     std::to_string(kept));
   }
   return {};
 }

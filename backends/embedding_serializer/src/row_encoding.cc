@@ -3,9 +3,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 namespace embedding_serializer {
 namespace {
+
+constexpr bool FormatsInEnumOrder() {
+  for (size_t i = 0; i < std::size(kFormats); ++i) {
+    if (kFormats[i].format != static_cast<Format>(i)) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(FormatsInEnumOrder(), "kFormats lists each Format once, in enum order");
+
+const FormatSpec& Spec(Format format) { return kFormats[static_cast<size_t>(format)]; }
 
 uint32_t FloatBits(float value) {
   uint32_t bits;
@@ -53,33 +66,21 @@ uint8_t SignBits(const float* values) {
 }  // namespace
 
 std::optional<Format> ParseFormat(std::string_view name) {
-  if (name == "float32") return Format::kFloat32;
-  if (name == "float16") return Format::kFloat16;
-  if (name == "int8") return Format::kInt8;
-  if (name == "uint8") return Format::kUint8;
-  if (name == "binary") return Format::kBinary;
-  if (name == "ubinary") return Format::kUbinary;
+  for (const FormatSpec& spec : kFormats) {
+    if (spec.name == name) {
+      return spec.format;
+    }
+  }
   return std::nullopt;
 }
 
-bool IsBitPacked(Format format) {
-  return format == Format::kBinary || format == Format::kUbinary;
-}
+std::string_view FormatName(Format format) { return Spec(format).name; }
+
+bool IsBitPacked(Format format) { return Spec(format).bytes_per_value == 0; }
 
 size_t EncodedRowBytes(Format format, size_t dims) {
-  switch (format) {
-    case Format::kFloat32:
-      return dims * 4;
-    case Format::kFloat16:
-      return dims * 2;
-    case Format::kInt8:
-    case Format::kUint8:
-      return dims;
-    case Format::kBinary:
-    case Format::kUbinary:
-      return dims / 8;
-  }
-  return 0;
+  const size_t bytes_per_value = Spec(format).bytes_per_value;
+  return bytes_per_value == 0 ? dims / 8 : dims * bytes_per_value;
 }
 
 uint16_t FloatToHalfBits(float value) {

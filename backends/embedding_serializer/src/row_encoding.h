@@ -11,12 +11,28 @@ namespace embedding_serializer {
 
 enum class Format { kFloat32, kFloat16, kInt8, kUint8, kBinary, kUbinary };
 
+// Each format's request name (the dtype parameter) and width, one entry per
+// Format in enum order. model_common/model_common/row_formats.json declares
+// the formats for Python and the clients; test/row_formats_test.cc fails
+// where this list and EncodeRow disagree with it (docs/adding_a_row_format.md).
+struct FormatSpec {
+  Format format;
+  std::string_view name;
+  size_t bytes_per_value;  // 0: bit-packed, 8 values per byte
+};
+inline constexpr FormatSpec kFormats[] = {
+    {Format::kFloat32, "float32", 4}, {Format::kFloat16, "float16", 2},
+    {Format::kInt8, "int8", 1},       {Format::kUint8, "uint8", 1},
+    {Format::kBinary, "binary", 0},   {Format::kUbinary, "ubinary", 0},
+};
+
 // int8 = round(x * 127) clamped to [-127, 127]; uint8 = int8 + 128. The
 // scale is fixed so that clients decode without per-row metadata; a unit
 // vector's components lie in [-1, 1], larger values (normalize=false) saturate.
 inline constexpr float kInt8Scale = 127.0f;
 
 std::optional<Format> ParseFormat(std::string_view name);
+std::string_view FormatName(Format format);
 bool IsBitPacked(Format format);
 
 // Bytes one row of `dims` values takes; bit-packed formats need dims % 8 == 0.

@@ -114,9 +114,33 @@ TEST(CheckModelConfig, RefusesReshape) {
             "support");
 }
 
+TEST(CheckModelConfig, ReadsIntegersAsNumbersOrProtobufsStrings) {
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [-1])", R"("dims": ["-1"])")), "");
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1])", R"("dims": ["9223372036854775807"])")),
+            "model configuration: input 'NORM' dims are [9223372036854775807]; expected [1]");
+  EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1])", R"("dims": [-9223372036854775808])")),
+            "model configuration: input 'NORM' dims are [-9223372036854775808]; expected [1]");
+  // Past int64, a fraction or exponent, padding, empty, or not a number at all.
+  for (const char* dim : {"9223372036854775808", "1e0", R"("1 ")", R"("")", "true", "null"}) {
+    EXPECT_EQ(ErrorOf(Shipped(R"("dims": [1])", std::string(R"("dims": [)") + dim + "]")),
+              "model configuration: input 'NORM' dims are [?]; expected [1]")
+        << dim;
+  }
+  EXPECT_EQ(ErrorOf(Shipped(R"("max_batch_size": 64)", R"("max_batch_size": "8x")")),
+            "model configuration: max_batch_size is missing; expected at least 1, as the "
+            "serializer reads batched rows");
+}
+
 TEST(CheckModelConfig, ReportsUnreadableJson) {
-  EXPECT_EQ(ErrorOf("{"), "model configuration: JSON error at byte 1: expected a member name");
+  for (const char* text : {"", "{", "{} x", R"({"a": 01})", "{\"a\": \"\xff\"}"}) {
+    EXPECT_EQ(ErrorOf(text), "model configuration: not valid JSON") << text;
+  }
   EXPECT_EQ(ErrorOf("[]"), "model configuration: not a JSON object");
+  // Deep nesting is parsed and freed without recursion, so it cannot
+  // exhaust the stack.
+  EXPECT_EQ(ErrorOf(std::string(100000, '[')), "model configuration: not valid JSON");
+  EXPECT_EQ(ErrorOf(std::string(100000, '[') + std::string(100000, ']')),
+            "model configuration: not a JSON object");
 }
 
 }  // namespace
