@@ -5,9 +5,11 @@
 # (server/served_repository.py) and runs tritonserver on it (stub watchdog,
 # graceful drain).
 #
-#   scripts/serve.sh [--catalog FILE] [launcher arguments]
+#   scripts/serve.sh [--catalog FILE] [--tenants FILE] [launcher arguments]
 #
-# --catalog: the model catalog (default: models.toml). Other arguments go to
+# --catalog: the model catalog (default: models.toml). --tenants: a tenants
+# file; Envoy then takes the public ports with each tenant's keys, models,
+# quota and priority (docs/operations.md, "Tenants"). Other arguments go to
 # the launcher (--host, --http-port, --grpc-port, --metrics-port,
 # --triton-home); the admin key comes from the environment variable
 # TRITON_ADMIN_KEY, never from an argument.
@@ -17,9 +19,11 @@ cd "$(dirname "$0")/.."
 launcher=()
 while [ $# -gt 0 ]; do
   case $1 in
-    # The launcher runs from the repository root: the catalog's path is the caller's.
+    # The launcher runs from the repository root: these paths are the caller's.
     --catalog) launcher+=("--catalog=$(cd "$caller" && realpath "$2")"); shift 2 ;;
     --catalog=*) launcher+=("--catalog=$(cd "$caller" && realpath "${1#*=}")"); shift ;;
+    --tenants) launcher+=("--tenants=$(cd "$caller" && realpath "$2")"); shift 2 ;;
+    --tenants=*) launcher+=("--tenants=$(cd "$caller" && realpath "${1#*=}")"); shift ;;
     *) launcher+=("$1"); shift ;;
   esac
 done

@@ -35,14 +35,15 @@ import argparse
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.catalog import DEFAULT_CATALOG
+from server.catalog import DEFAULT_CATALOG, read_catalog
 from server.paths import (
     BACKEND_DIRECTORY,
     REPO_ROOT,
@@ -54,6 +55,7 @@ from server.paths import (
 )
 from server.served_repository import prepare
 from server.shutdown import drain
+from server.tenants import read_tenants
 from server.watchdog import StubWatchdog
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -241,6 +243,49 @@ def _log(message: str) -> None:
     print(f"launcher: {message}", file=sys.stderr, flush=True)
 
 
+def internal_endpoints(public: Endpoints) -> Endpoints:
+    """With tenants, tritonserver's HTTP and gRPC ports: free loopback ports
+    the OS picks, which only the edge is told of; metrics stay as asked."""
+    sockets = [socket.socket() for _ in range(2)]
+    for each in sockets:
+        each.bind(("127.0.0.1", 0))
+    http_port, grpc_port = (each.getsockname()[1] for each in sockets)
+    for each in sockets:
+        each.close()
+    return Endpoints("127.0.0.1", http_port, grpc_port, public.metrics_port)
+
+
+def catalog_names(path: Path) -> frozenset[str] | None:
+    """Every name the catalog at `path` serves, which a tenant may be allowed."""
+    catalog = read_catalog(path)
+    return (
+        None
+        if isinstance(catalog, str)
+        else frozenset(name for model in catalog.models for name in model.names)
+    )
+
+
+def edge_command(args: argparse.Namespace, public: Endpoints, internal: Endpoints) -> list[str]:
+    """`python -m server.edge` on the public ports, in front of tritonserver
+    on `internal`; its state (the rendered Envoy config, its log) beside the
+    served repository."""
+    return [
+        sys.executable,
+        "-m",
+        "server.edge",
+        f"--tenants={args.tenants.resolve()}",
+        f"--host={public.host}",
+        f"--http-port={public.http_port}",
+        f"--grpc-port={public.grpc_port}",
+        # Envoy's admin interface, on loopback: the metrics port's neighbour.
+        f"--admin-port={public.metrics_port + 1}",
+        f"--triton-http-port={internal.http_port}",
+        f"--triton-grpc-port={internal.grpc_port}",
+        f"--state-dir={args.served_repository.resolve().parent / 'edge'}",
+        *([] if args.model_repository else [f"--catalog={args.catalog.resolve()}"]),
+    ]
+
+
 def argument_parser() -> argparse.ArgumentParser:
     defaults = Endpoints()
     parser = argparse.ArgumentParser(
@@ -279,6 +324,14 @@ def argument_parser() -> argparse.ArgumentParser:
         help="where the catalog's repository is written (default: %(default)s)",
     )
     parser.add_argument(
+        "--tenants",
+        type=Path,
+        help="a tenants file (server/tenants.py): Envoy (server/edge) takes the HTTP and gRPC "
+        "ports with each tenant's keys, models, quota and priority, and tritonserver listens "
+        "on free loopback ports behind it; Envoy's admin interface takes the metrics port + 1, "
+        "on loopback",
+    )
+    parser.add_argument(
         "--tokenizer-instances",
         type=int,
         help="tokenizer instances of every catalog model (default: its config's); a GPU "
@@ -301,7 +354,8 @@ def main(argv: list[str] | None = None) -> None:
         triton = installed_triton(args.triton_home) if args.triton_home else wheel_triton()
     except FileNotFoundError as error:
         parser.error(str(error))
-    endpoints = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
+    public = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
+    endpoints = internal_endpoints(public) if args.tenants else public
     if args.model_repository:
         if args.tokenizer_instances is not None:
             parser.error("--tokenizer-instances applies to a catalog, not to --model-repository")
@@ -314,6 +368,11 @@ def main(argv: list[str] | None = None) -> None:
             parser.exit(2, f"launcher: {catalog}\n")
         _log(f"catalog {catalog.path}: {', '.join('/'.join(m.names) for m in catalog.models)}")
         repositories = [args.served_repository.resolve()]
+    if args.tenants:
+        known = None if args.model_repository else catalog_names(args.catalog.resolve())
+        tenants = read_tenants(args.tenants.resolve(), known)
+        if isinstance(tenants, list):
+            parser.exit(2, "launcher: tenants file refused:\n  " + "\n  ".join(tenants) + "\n")
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
     command = server_command(triton, endpoints, repositories, admin_key)
     print(
@@ -331,6 +390,15 @@ def main(argv: list[str] | None = None) -> None:
         preexec_fn=_stop_with_parent,
         start_new_session=True,
     )
+    edge = (
+        subprocess.Popen(
+            edge_command(args, public, endpoints),
+            preexec_fn=_stop_with_parent,
+            start_new_session=True,
+        )
+        if args.tenants
+        else None
+    )
     http_url = endpoints.http_address
     headers = {ADMIN_KEY_HEADER: admin_key} if admin_key else {}
     watchdog = StubWatchdog(server.pid, http_url, headers)
@@ -338,8 +406,16 @@ def main(argv: list[str] | None = None) -> None:
     stopping = threading.Event()
 
     def stop_gracefully() -> None:
-        # The watchdog first: a reload in progress finishes before the drain,
-        # and no reload starts while it runs.
+        # The edge first: it stops taking requests and lets those in flight
+        # through it finish. Then the watchdog: a reload in progress finishes
+        # before the drain, and no reload starts while it runs.
+        if edge is not None and edge.poll() is None:
+            _log("stopping the edge")
+            edge.send_signal(signal.SIGTERM)
+            try:
+                edge.wait(timeout=EXIT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                edge.kill()
         watchdog.stop()
         _log("draining: new requests are refused, those in flight finish")
         try:
@@ -357,7 +433,24 @@ def main(argv: list[str] | None = None) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
+    if edge is not None:
+        threading.Thread(
+            target=_stop_when_edge_exits, args=(edge, stopping, on_signal), daemon=True
+        ).start()
     sys.exit(server.wait())
+
+
+def _stop_when_edge_exits(
+    edge: subprocess.Popen[bytes],
+    stopping: threading.Event,
+    on_signal: Callable[[int, object], None],
+) -> None:
+    """Without its edge a server with tenants must not keep running: its
+    clients could no longer reach it, and nothing would say so."""
+    code = edge.wait()
+    if not stopping.is_set():
+        _log(f"the edge exited ({code}); stopping")
+        on_signal(signal.SIGTERM, None)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,12 @@ from itertools import islice
 from pathlib import Path
 
 import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
+from harness.edge import tenant_toml
 from harness.ports import StartError, free_loopback_ports, wait_until_ready
+from harness.requests import text_inputs
 from harness.server import post_status
 from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
 from server.health import child_pids, python_stubs, server_ready
@@ -44,6 +48,7 @@ LAUNCHER_EXIT_TIMEOUT_S = 90.0
 class Launcher:
     process: subprocess.Popen[bytes]
     http_url: str
+    grpc_url: str
     log_path: Path
     admin_key: str
 
@@ -97,7 +102,9 @@ def _start(log_path: Path, arguments: list[str]) -> Launcher:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    launcher = Launcher(process, f"127.0.0.1:{http_port}", log_path, admin_key)
+    launcher = Launcher(
+        process, f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log_path, admin_key
+    )
     try:
         wait_until_ready(
             lambda: server_ready(launcher.http_url),
@@ -213,3 +220,38 @@ def test_reload_backoff_waits_after_failures_and_resets_on_success() -> None:
     backoff.succeeded("tokenizer")
     assert backoff.due("tokenizer", now=3.5)
     assert backoff.failed("tokenizer", now=10.0) == 0.5
+
+
+def test_with_tenants_the_edge_takes_the_public_ports(tmp_path: Path) -> None:
+    key = secrets.token_urlsafe(16)
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(tenant_toml("search", [key], ["all-MiniLM-L6-v2"]))
+    launcher = _start(tmp_path / "launcher.log", [f"--tenants={tenants}"])
+    try:
+        texts = text_inputs(grpcclient, ["through the edge"])
+        client = grpcclient.InferenceServerClient(launcher.grpc_url)
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer("all-MiniLM-L6-v2", texts)
+        assert refused.value.status() == "StatusCode.UNAUTHENTICATED", refused.value
+        with pytest.raises(InferenceServerException) as denied:
+            client.infer("embed", texts, headers={"authorization": f"Bearer {key}"})
+        assert denied.value.status() == "StatusCode.PERMISSION_DENIED", denied.value
+        result = client.infer("all-MiniLM-L6-v2", texts, headers={"authorization": f"Bearer {key}"})
+        assert result.as_numpy("EMBEDDING").shape == (1, 384 * 4)
+    finally:
+        exit_code = launcher.stop()
+    assert exit_code == 0, launcher.log()[-4000:]
+
+
+def test_a_bad_tenants_file_is_refused_at_start(tmp_path: Path) -> None:
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text('[[tenants]]\nname = "search"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "server.launch", f"--tenants={tenants}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "tenants file refused" in done.stderr and "search" in done.stderr, done.stderr

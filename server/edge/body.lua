@@ -1,0 +1,270 @@
+-- The edge's third filter, after the tenant's rate limit: reads the body of
+-- what is let through. gRPC: the model a request names (field 1 of the
+-- request message) must be one the tenant may call. Inference, gRPC and
+-- HTTP: the tenant's priority replaces whatever the client asked for.
+-- server/edge/config.py prepends MODELS (tenant -> set of Triton models) and
+-- PRIORITY (tenant -> Triton priority level).
+local GRPC_PREFIX = "/inference.GRPCInferenceService/"
+local GRPC_NAMED = {
+  ModelInfer = true, ModelMetadata = true, ModelConfig = true,
+  ModelReady = true, ModelStatistics = true,
+}
+local GRPC_CODES = { [400] = "3", [403] = "7", [415] = "3" }
+
+local function refuse(handle, grpc, status, message)
+  if grpc then
+    handle:respond({ [":status"] = "200", ["content-type"] = "application/grpc",
+      ["grpc-status"] = GRPC_CODES[status], ["grpc-message"] = message }, "")
+  else
+    handle:respond({ [":status"] = tostring(status), ["content-type"] = "application/json" },
+      '{"error":"' .. message .. '"}')
+  end
+end
+
+-- Protocol buffers -------------------------------------------------------
+
+local function varint(s, i)
+  local value, scale = 0, 1
+  for j = i, math.min(i + 9, #s) do
+    local b = s:byte(j)
+    value = value + (b % 128) * scale
+    if b < 128 then return value, j + 1 end
+    scale = scale * 128
+  end
+  return nil
+end
+
+-- The last field-1 string of a message (protobuf: the last one wins), or
+-- nil where the message is malformed.
+local function field_one(s, i, last)
+  local name = ""
+  while i <= last do
+    local tag, j = varint(s, i)
+    if tag == nil then return nil end
+    local wire = tag % 8
+    if wire == 0 then
+      local _, k = varint(s, j)
+      if k == nil then return nil end
+      i = k
+    elseif wire == 1 then i = j + 8
+    elseif wire == 5 then i = j + 4
+    elseif wire == 2 then
+      local length, k = varint(s, j)
+      if length == nil or k + length - 1 > last then return nil end
+      if tag == 10 then name = s:sub(k, k + length - 1) end
+      i = k + length
+    else return nil end
+  end
+  if i ~= last + 1 then return nil end
+  return name
+end
+
+-- ModelInferRequest.parameters (field 4) is a map<string, InferParameter>;
+-- an entry appended after the client's wins, since a later map entry
+-- replaces an earlier one with the same key. Triton reads "priority" as
+-- int64_param or uint64_param (src/grpc/infer_handler.cc); this is
+-- uint64_param (field 5), as tritonclient sends it.
+local function priority_entry(level)
+  local value = "\40" .. string.char(level)           -- uint64_param, level < 128
+  local entry = "\10\8priority" .. "\18" .. string.char(#value) .. value
+  return "\34" .. string.char(#entry) .. entry          -- field 4, length-delimited
+end
+
+local function be32(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+    math.floor(n / 256) % 256, n % 256)
+end
+
+local function on_grpc(handle, headers, tenant, method)
+  local body = handle:body()
+  local bytes = body and body:getBytes(0, body:length()) or ""
+  if #bytes < 5 then return refuse(handle, true, 400, "no request message") end
+  if bytes:byte(1) ~= 0 then
+    -- A compressed message cannot be read here, so it cannot be checked.
+    return refuse(handle, true, 415, "compressed requests are not accepted")
+  end
+  local a, b, c, d = bytes:byte(2, 5)
+  local length = ((a * 256 + b) * 256 + c) * 256 + d
+  if length ~= #bytes - 5 then
+    return refuse(handle, true, 400, "expected exactly one request message")
+  end
+  local model = field_one(bytes, 6, #bytes)
+  if model == nil then return refuse(handle, true, 400, "malformed request message") end
+  if not MODELS[tenant][model] then
+    return refuse(handle, true, 403, "this key may not call model "
+      .. model:gsub("[^%w%._%-]", "?"))
+  end
+  if method == "ModelInfer" then
+    local entry = priority_entry(PRIORITY[tenant])
+    body:setBytes("\0" .. be32(length + #entry) .. bytes:sub(6) .. entry)
+  end
+end
+
+-- JSON -------------------------------------------------------------------
+-- Just enough of a scanner to find the top-level "parameters" object and
+-- its "priority" members; anything it does not follow is refused rather
+-- than guessed at, so Triton never reads a priority this did not set.
+
+local function ws(s, i) return s:find("[^ \t\r\n]", i) or #s + 1 end
+
+local function str(s, i)
+  local escaped = false
+  local j = i + 1
+  while true do
+    local k = s:find('["\\]', j)
+    if k == nil then return nil end
+    if s:byte(k) == 92 then escaped = true; j = k + 2 else return k + 1, escaped end
+  end
+end
+
+local value
+
+-- Members of the object at s[i] == "{": a list of {key, escaped, value
+-- start, value end (exclusive)}, and the index after the object.
+local function members(s, i, depth)
+  local list = {}
+  i = ws(s, i + 1)
+  if s:byte(i) == 125 then return list, i + 1 end
+  while true do
+    if s:byte(i) ~= 34 then return nil end
+    local j, escaped = str(s, i)
+    if j == nil then return nil end
+    local key = s:sub(i + 1, j - 2)
+    j = ws(s, j)
+    if s:byte(j) ~= 58 then return nil end
+    local start = ws(s, j + 1)
+    local stop = value(s, start, depth + 1)
+    if stop == nil then return nil end
+    list[#list + 1] = { key, escaped, start, stop }
+    i = ws(s, stop)
+    local sep = s:byte(i)
+    if sep == 44 then i = ws(s, i + 1)
+    elseif sep == 125 then return list, i + 1
+    else return nil end
+  end
+end
+
+value = function(s, i, depth)
+  if depth > 64 then return nil end
+  local c = s:byte(i)
+  if c == 34 then return (str(s, i))
+  elseif c == 123 then
+    local _, j = members(s, i, depth)
+    return j
+  elseif c == 91 then
+    i = ws(s, i + 1)
+    if s:byte(i) == 93 then return i + 1 end
+    while true do
+      local j = value(s, i, depth + 1)
+      if j == nil then return nil end
+      i = ws(s, j)
+      local sep = s:byte(i)
+      if sep == 44 then i = ws(s, i + 1)
+      elseif sep == 93 then return i + 1
+      else return nil end
+    end
+  elseif c ~= nil then
+    local j = s:find("[^%w%.%+%-]", i) or #s + 1
+    if j == i then return nil end
+    return j
+  end
+  return nil
+end
+
+-- The JSON with the top-level parameters' "priority" set to `level`, or
+-- nil and the reason.
+local function with_priority(json, level)
+  local start = ws(json, 1)
+  if json:byte(start) ~= 123 then return nil, "the body must be a JSON object" end
+  local top, stop = members(json, start, 0)
+  if top == nil or ws(json, stop) <= #json then return nil, "the body is not JSON the edge can read" end
+  local parameters
+  for _, m in ipairs(top) do
+    if m[2] then return nil, "escaped top-level keys are not accepted" end
+    if m[1] == "parameters" then
+      if parameters then return nil, "two 'parameters' objects" end
+      parameters = m
+    end
+  end
+  if parameters == nil then
+    local comma = #top > 0 and "," or ""
+    return json:sub(1, start) .. '"parameters":{"priority":' .. level .. "}" .. comma
+      .. json:sub(start + 1)
+  end
+  if json:byte(parameters[3]) ~= 123 then return nil, "'parameters' must be an object" end
+  local inner = members(json, parameters[3], 1)
+  local edits = {}
+  for _, m in ipairs(inner) do
+    if m[2] then return nil, "escaped parameter names are not accepted" end
+    if m[1] == "priority" then
+      if not json:sub(m[3], m[4] - 1):match("^%d+$") then
+        return nil, "'priority' must be a whole number"
+      end
+      edits[#edits + 1] = m
+    end
+  end
+  if #edits == 0 then
+    local open = parameters[3]
+    local comma = #inner > 0 and "," or ""
+    return json:sub(1, open) .. '"priority":' .. level .. comma .. json:sub(open + 1)
+  end
+  -- Every "priority" the client wrote becomes the tenant's, whichever one
+  -- the server would read.
+  for k = #edits, 1, -1 do
+    local m = edits[k]
+    json = json:sub(1, m[3] - 1) .. level .. json:sub(m[4])
+  end
+  return json
+end
+
+local function on_http_infer(handle, headers, tenant)
+  if headers:get("content-encoding") ~= nil then
+    return refuse(handle, false, 415, "compressed requests are not accepted")
+  end
+  local body = handle:body()
+  local bytes = body and body:getBytes(0, body:length()) or ""
+  -- Envoy's Lua hands out a new headers object once the body is in.
+  headers = handle:headers()
+  -- Triton's binary extension: a JSON header of this length, then raw tensors.
+  local header_length = headers:get("inference-header-content-length")
+  local json_length = #bytes
+  if header_length ~= nil then
+    json_length = tonumber(header_length:match("^%d+$") or "")
+    if json_length == nil or json_length > #bytes then
+      return refuse(handle, false, 400, "bad inference-header-content-length")
+    end
+  end
+  local json, why = with_priority(bytes:sub(1, json_length), PRIORITY[tenant])
+  if json == nil then return refuse(handle, false, 400, why) end
+  local rewritten = json .. bytes:sub(json_length + 1)
+  body:setBytes(rewritten)
+  if header_length ~= nil then headers:replace("inference-header-content-length", tostring(#json)) end
+  -- A chunked request has no length to fix; Envoy frames it anew.
+  if headers:get("content-length") ~= nil then
+    headers:replace("content-length", tostring(#rewritten))
+  end
+end
+
+local function on_request(handle)
+  local headers = handle:headers()
+  local tenant = headers:get("x-tenant")
+  if tenant == nil then return end   -- health, open to all (auth.lua)
+  local path = headers:get(":path") or ""
+  if (headers:get("content-type") or ""):sub(1, 16) == "application/grpc" then
+    local method = path:sub(#GRPC_PREFIX + 1)
+    if path:sub(1, #GRPC_PREFIX) == GRPC_PREFIX and GRPC_NAMED[method] then
+      return on_grpc(handle, headers, tenant, method)
+    end
+  elseif path:match("^/v2/models/[^/]+/infer$") or path:match("^/v2/models/[^/]+/versions/%d+/infer$") then
+    return on_http_infer(handle, headers, tenant)
+  end
+end
+
+-- A Lua error would let the request through unchanged: fail closed.
+function envoy_on_request(handle)
+  local ok, failure = pcall(on_request, handle)
+  if not ok then
+    handle:logErr("edge.body: " .. tostring(failure))
+    handle:respond({ [":status"] = "500" }, "edge error")
+  end
+end

@@ -1,0 +1,340 @@
+"""Envoy's configuration for the edge: a static bootstrap (listeners, admin)
+and the parts that follow the tenants file, read by Envoy from files it
+watches (filesystem xDS): the routes (RDS: the Lua filters' tenant tables,
+one route per tenant with its rate limit) and the clusters (CDS: one per
+tenant and protocol, with its in-flight bound). A new tenants file replaces
+those files; Envoy applies them without a restart or a dropped request.
+
+Why these pieces:
+- Keys are hashed (the file holds SHA-256 only), and Envoy's api_key_auth
+  compares plaintext keys, so a Lua filter hashes the presented key and
+  looks the tenant up (auth.lua), then names it in `x-tenant`.
+- The tables live in per-virtual-host Lua configs (LuaPerRoute) in the
+  routes, not in the listener: a routes update takes effect for the next
+  request on every open connection, whereas a listener update drains
+  connections, so a revoked key would keep working on a long-lived
+  gRPC connection until it drained.
+- One route per tenant (matched on `x-tenant`) carries that tenant's token
+  bucket (local_ratelimit per route) and sends to that tenant's cluster for
+  the request's protocol (named by auth.lua in `x-edge-cluster`), whose
+  circuit breaker bounds its requests at Triton. Both listeners use the one
+  route configuration, so a tenant's rate holds for HTTP and gRPC together;
+  the in-flight bound holds per protocol (HTTP/1.1 and HTTP/2 upstreams are
+  separate clusters). Per-tenant clusters also give per-tenant Envoy stats:
+  requests, latency histograms, overflows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server.tenants import Tenant, Tenants
+
+LUA_DIR = Path(__file__).resolve().parent
+AUTH_FILTER = "edge.auth"
+BODY_FILTER = "edge.body"
+RATE_FILTER = "edge.ratelimit"
+# One route configuration for both listeners: Envoy shares a route
+# configuration between listeners that name the same one, so each tenant's
+# token bucket (per route) holds for HTTP and gRPC together.
+ROUTES = "edge"
+ROUTES_FILE = "routes.json"
+# Set by auth.lua: the cluster a request goes to (its tenant's, for its protocol).
+CLUSTER_HEADER = "x-edge-cluster"
+CLUSTERS_FILE = "clusters.json"
+BUFFER_LIMIT_BYTES = 16 * 1024 * 1024
+# Seconds a rate-limited client is told to wait: the bucket refills every second.
+RETRY_AFTER_S = 1
+LUA_TYPE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
+LUA_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute"
+RATE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
+HCM_TYPE = (
+    "type.googleapis.com/"
+    "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+)
+# Until the routes file is read, and on any route without the tables: refuse.
+DENY_ALL = """
+function envoy_on_request(handle)
+  handle:respond({[":status"] = "503"}, "edge not configured")
+end
+"""
+
+
+@dataclass(frozen=True)
+class EdgePorts:
+    host: str  # where clients reach the edge
+    http: int
+    grpc: int
+    admin: int  # Envoy's admin interface, on loopback only
+    triton_host: str  # Triton's internal (loopback) ports
+    triton_http: int
+    triton_grpc: int
+
+
+def bootstrap(ports: EdgePorts, config_dir: Path) -> dict[str, Any]:
+    """The static part: listeners, admin, and where the dynamic parts are."""
+    return {
+        "node": {"id": "edge", "cluster": "edge"},
+        "admin": {"address": _address("127.0.0.1", ports.admin)},
+        "dynamic_resources": {"cds_config": _file_source(config_dir, CLUSTERS_FILE)},
+        "static_resources": {
+            "listeners": [
+                _listener("http", ports.host, ports.http, config_dir),
+                _listener("grpc", ports.host, ports.grpc, config_dir),
+            ]
+        },
+        # No overload manager: the in-flight bounds are per tenant (clusters).
+        "layered_runtime": {"layers": [{"name": "static", "static_layer": {}}]},
+    }
+
+
+def _address(host: str, port: int) -> dict[str, Any]:
+    return {"socket_address": {"address": host, "port_value": port}}
+
+
+def _file_source(config_dir: Path, name: str) -> dict[str, Any]:
+    # Envoy reloads the file when a file is moved into the directory: the
+    # edge writes a temporary file and renames it, so Envoy never reads half.
+    return {
+        "path_config_source": {
+            "path": str(config_dir / name),
+            "watched_directory": {"path": str(config_dir)},
+        },
+        "resource_api_version": "V3",
+    }
+
+
+def _listener(name: str, host: str, port: int, config_dir: Path) -> dict[str, Any]:
+    manager = {
+        "@type": HCM_TYPE,
+        "stat_prefix": f"edge_{name}",
+        "codec_type": "AUTO",
+        # A path is checked as Triton will read it: no `..`, no `//`, no
+        # escaped slashes slipping past the model check.
+        "normalize_path": True,
+        "merge_slashes": True,
+        "path_with_escaped_slashes_action": "REJECT_REQUEST",
+        "rds": {
+            "route_config_name": ROUTES,
+            "config_source": _file_source(config_dir, ROUTES_FILE),
+        },
+        "http_filters": [
+            _lua(AUTH_FILTER),
+            {
+                "name": RATE_FILTER,
+                # Enabled per route, with each tenant's bucket.
+                "typed_config": {"@type": RATE_TYPE, "stat_prefix": "edge"},
+            },
+            _lua(BODY_FILTER),
+            {
+                "name": "envoy.filters.http.router",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+                },
+            },
+        ],
+    }
+    return {
+        "name": name,
+        "address": _address(host, port),
+        # The body filter buffers a whole request; the largest Triton takes
+        # (64 texts of 32 KiB, JSON-escaped over HTTP) must fit.
+        "per_connection_buffer_limit_bytes": BUFFER_LIMIT_BYTES,
+        "filter_chains": [
+            {
+                "filters": [
+                    {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "typed_config": manager,
+                    }
+                ]
+            }
+        ],
+    }
+
+
+def _lua(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "typed_config": {"@type": LUA_TYPE, "default_source_code": {"inline_string": DENY_ALL}},
+    }
+
+
+def lua_tables(tenants: Tenants) -> str:
+    """The tenant tables the Lua filters read, as Lua source."""
+
+    def string(value: str) -> str:
+        # json.dumps of an ASCII string is a valid Lua string literal; the
+        # names and hashes are plain ASCII (server/tenants.py).
+        return json.dumps(value)
+
+    hashes = ", ".join(
+        f"[{string(digest)}] = {string(name)}" for digest, name in sorted(tenants.by_hash().items())
+    )
+    models = ", ".join(
+        f"[{string(t.name)}] = {{{', '.join(f'[{string(m)}] = true' for m in t.triton_models())}}}"
+        for t in tenants.tenants
+    )
+    priority = ", ".join(f"[{string(t.name)}] = {t.triton_priority}" for t in tenants.tenants)
+    return (
+        f"local TENANTS = {{{hashes}}}\n"
+        f"local MODELS = {{{models}}}\n"
+        f"local PRIORITY = {{{priority}}}\n"
+    )
+
+
+def routes(tenants: Tenants) -> dict[str, Any]:
+    """The RouteConfiguration of both listeners."""
+    # The cluster is the tenant's for the request's protocol (auth.lua
+    # names it), so one route, one token bucket, per tenant.
+    tables = lua_tables(tenants)
+    lua = {
+        source: {
+            "@type": LUA_ROUTE_TYPE,
+            "source_code": {"inline_string": tables + (LUA_DIR / file).read_text()},
+        }
+        for source, file in ((AUTH_FILTER, "auth.lua"), (BODY_FILTER, "body.lua"))
+    }
+    tenant_routes = [
+        {
+            "name": f"tenant-{t.name}",
+            "match": {
+                "prefix": "/",
+                "headers": [{"name": "x-tenant", "string_match": {"exact": t.name}}],
+            },
+            # No route timeout: Triton's queue deadlines (up to 30 s for
+            # bulk) and the client's own deadline bound a request.
+            "route": {"cluster_header": CLUSTER_HEADER, "timeout": "0s"},
+            "request_headers_to_remove": [CLUSTER_HEADER],
+            "typed_per_filter_config": {RATE_FILTER: _bucket(t)},
+        }
+        for t in tenants.tenants
+    ]
+    return {
+        "@type": "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+        "name": ROUTES,
+        "virtual_hosts": [
+            {
+                "name": "edge",
+                "domains": ["*"],
+                "typed_per_filter_config": lua,
+                "routes": [
+                    *tenant_routes,
+                    # No tenant: only what auth.lua lets through without a key.
+                    {
+                        "name": "open",
+                        "match": {"prefix": "/"},
+                        "route": {"cluster_header": CLUSTER_HEADER},
+                        "request_headers_to_remove": [CLUSTER_HEADER],
+                    },
+                ],
+            }
+        ],
+    }
+
+
+def _bucket(tenant: Tenant) -> dict[str, Any]:
+    always = {"default_value": {"numerator": 100, "denominator": "HUNDRED"}}
+    return {
+        "@type": RATE_TYPE,
+        "stat_prefix": f"tenant_{tenant.name}",
+        "token_bucket": {
+            "max_tokens": tenant.requests_per_second,
+            "tokens_per_fill": tenant.requests_per_second,
+            "fill_interval": "1s",
+        },
+        "filter_enabled": {**always, "runtime_key": "edge_ratelimit_enabled"},
+        "filter_enforced": {**always, "runtime_key": "edge_ratelimit_enforced"},
+        "response_headers_to_add": [
+            {
+                "header": {"key": "retry-after", "value": str(RETRY_AFTER_S)},
+                "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+            }
+        ],
+        "rate_limited_as_resource_exhausted": True,
+    }
+
+
+def cluster_name(tenant: Tenant, protocol: str) -> str:
+    return f"tenant-{tenant.name}-{protocol}"
+
+
+def clusters(tenants: Tenants, ports: EdgePorts) -> list[dict[str, Any]]:
+    """One cluster per tenant and protocol, all to the same Triton."""
+    result = []
+    for protocol in ("http", "grpc"):
+        result.append(_cluster(f"open-{protocol}", protocol, ports, None))
+        for tenant in tenants.tenants:
+            result.append(
+                _cluster(cluster_name(tenant, protocol), protocol, ports, tenant.max_in_flight)
+            )
+    return result
+
+
+def _cluster(name: str, protocol: str, ports: EdgePorts, in_flight: int | None) -> dict[str, Any]:
+    port = ports.triton_http if protocol == "http" else ports.triton_grpc
+    cluster: dict[str, Any] = {
+        "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "2s",
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [
+                {"lb_endpoints": [{"endpoint": {"address": _address(ports.triton_host, port)}}]}
+            ],
+        },
+    }
+    if protocol == "grpc":
+        cluster["typed_extension_protocol_options"] = {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}},
+            }
+        }
+    if in_flight is not None:
+        # Beyond max_in_flight requests at Triton, the next is refused at
+        # once (503 / UNAVAILABLE, x-envoy-overloaded) instead of queueing
+        # in Envoy; over HTTP/1.1 each request needs its own connection.
+        cluster["circuit_breakers"] = {
+            "thresholds": [
+                {
+                    "max_requests": in_flight,
+                    "max_connections": in_flight,
+                    "max_pending_requests": in_flight,
+                    "max_retries": 0,
+                }
+            ]
+        }
+    return cluster
+
+
+def discovery_response(
+    resources: list[dict[str, Any]], version: str, type_url: str
+) -> dict[str, Any]:
+    return {"version_info": version, "type_url": type_url, "resources": resources}
+
+
+CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+
+
+def dynamic_files(tenants: Tenants, ports: EdgePorts) -> dict[str, tuple[str, str]]:
+    """File name -> (version, content) of every file Envoy watches, for
+    these tenants. Each version is its own resources' digest: Envoy keeps
+    a version only where the resources changed, so the edge can tell which
+    version Envoy serves."""
+    resources = {
+        CLUSTERS_FILE: (clusters(tenants, ports), CLUSTER_TYPE),
+        ROUTES_FILE: ([routes(tenants)], ROUTE_TYPE),
+    }
+    files = {}
+    for name, (items, type_url) in resources.items():
+        version = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()[:16]
+        content = json.dumps(discovery_response(items, version, type_url), indent=1)
+        files[name] = (version, content)
+    return files

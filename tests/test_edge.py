@@ -1,0 +1,519 @@
+"""The edge (server/edge: Envoy enforcing the tenants file) in front of a real
+tritonserver, over gRPC and HTTP: refusals never reach Triton, a tenant in
+its quota gets embeddings, the tenant's priority replaces the client's, and
+a changed file is applied (or refused) without failing a request."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from harness.edge import RunningEdge, running_edge, tenant_toml
+from harness.ports import free_loopback_ports
+from harness.priority import BULK, INTERACTIVE
+from harness.repository import repository_variant
+from harness.server import RunningServer, running_server
+from server.edge import TenantsWatcher
+from server.paths import REPO_ROOT
+
+SEARCH_KEY = "search-key"
+INDEXER_KEY = "indexer-key"
+SLOW_KEY = "slow-key"
+NARROW_KEY = "narrow-key"
+LONG_BATCH = ["a long text " * 40] * 64
+# SHA-256 pads to 64-byte blocks: lengths on each side of the 55/56 and
+# 64 boundaries, so the edge's Lua SHA-256 is checked where it can break.
+ODD_KEYS = ["k" * n for n in (1, 55, 56, 63, 64, 119, 120, 200)]
+SLOW_RATE = 2
+
+
+def _bulk_expires_at_once(config: model_config_pb2.ModelConfig) -> None:
+    # An observable priority: a request Triton queues at the bulk level
+    # expires at once (1 us in the queue), an interactive one is served.
+    policy = config.dynamic_batching.priority_queue_policy[BULK]
+    policy.default_timeout_microseconds = 1
+    policy.allow_timeout_override = False
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    workdir = tmp_path_factory.mktemp("edge_triton")
+    repository = repository_variant(
+        workdir / "model_repository", {"tokenizer": _bulk_expires_at_once}
+    )
+    with running_server(workdir / "tritonserver.log", [repository]) as running:
+        yield running
+
+
+def tenants_text(extra: str = "") -> str:
+    return (
+        tenant_toml("search", [SEARCH_KEY, *ODD_KEYS], ["embed"])
+        + tenant_toml("indexer", [INDEXER_KEY], ["embed"], priority="bulk")
+        + tenant_toml("slow", [SLOW_KEY], ["embed"], rate=SLOW_RATE)
+        + tenant_toml("narrow", [NARROW_KEY], ["embed"], in_flight=1)
+        + extra
+    )
+
+
+@pytest.fixture(scope="module")
+def edge(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningEdge]:
+    workdir = tmp_path_factory.mktemp("edge")
+    path = workdir / "tenants.toml"
+    path.write_text(tenants_text())
+    with running_edge(server.endpoints, path, workdir / "state") as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def original_tenants(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test starts from the module's tenants file, whatever the last one left."""
+    yield
+    if "edge" in request.fixturenames:
+        running: RunningEdge = request.getfixturevalue("edge")
+        if running.tenants_path.read_text() != tenants_text():
+            running.tenants_path.write_text(tenants_text())
+            assert running.reload() is None
+
+
+def text_input(texts: list[str], module: object = grpcclient) -> object:
+    batch = np.array([[t.encode()] for t in texts], dtype=np.object_)
+    tensor = module.InferInput("TEXT", list(batch.shape), "BYTES")  # type: ignore[attr-defined]
+    tensor.set_data_from_numpy(batch)
+    return tensor
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+def grpc_infer(
+    url: str, key: str | None, model: str = "embed", **options: object
+) -> grpcclient.InferResult:
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        return client.infer(
+            model,
+            [text_input(["a tenant's text"])],
+            headers=bearer(key) if key else None,
+            **options,
+        )
+    finally:
+        client.close()
+
+
+def grpc_status(url: str, key: str | None, model: str = "embed", **options: object) -> str:
+    try:
+        grpc_infer(url, key, model, **options)
+    except InferenceServerException as error:
+        return str(error.status())
+    return "OK"
+
+
+def http_request(
+    url: str,
+    path: str,
+    headers: list[tuple[str, str]],
+    body: dict[str, object] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """One request with exactly these headers (repeats included)."""
+    host, port = url.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    data = json.dumps(body).encode() if body is not None else b""
+    connection.putrequest("POST" if body is not None else "GET", path)
+    for name, value in [*headers, ("content-length", str(len(data)))]:
+        connection.putheader(name, value)
+    connection.endheaders(data)
+    reply = connection.getresponse()
+    result = reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read()
+    connection.close()
+    return result
+
+
+def infer_body(priority: int | None = None) -> dict[str, object]:
+    body: dict[str, object] = {
+        "inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "data": ["hello"]}],
+        "parameters": {"dtype": "float32"},
+    }
+    if priority is not None:
+        body["parameters"] = {"priority": priority, "dtype": "float32"}
+    return body
+
+
+def embed_counts(server: RunningServer) -> int:
+    """Every request `embed` saw at Triton, answered or failed."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        stats = client.get_inference_statistics("embed", as_json=True)
+    finally:
+        client.close()
+    (model,) = stats["model_stats"]
+    success = int(model["inference_stats"].get("success", {}).get("count", 0))
+    fail = int(model["inference_stats"].get("fail", {}).get("count", 0))
+    return success + fail
+
+
+# gRPC ------------------------------------------------------------------------
+
+
+def test_grpc_tenant_gets_embeddings(edge: RunningEdge) -> None:
+    rows = grpc_infer(edge.grpc_url, SEARCH_KEY).as_numpy("EMBEDDING")
+    vector = np.frombuffer(rows.tobytes(), "<f4")
+    assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1) < 1e-3
+
+
+def test_grpc_refusals(edge: RunningEdge, server: RunningServer) -> None:
+    before = embed_counts(server)
+    assert grpc_status(edge.grpc_url, None) == "StatusCode.UNAUTHENTICATED"
+    assert grpc_status(edge.grpc_url, "wrong-key") == "StatusCode.UNAUTHENTICATED"
+    assert (
+        grpc_status(edge.grpc_url, SEARCH_KEY, model="embedder") == "StatusCode.PERMISSION_DENIED"
+    )
+    with grpc.insecure_channel(edge.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        ready = service_pb2.ModelReadyRequest(name="embed")
+        twice = [("authorization", f"Bearer {SEARCH_KEY}")] * 2
+        empty = [("authorization", "Bearer ")]
+        for metadata in (twice, empty):
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ModelReady(ready, metadata=metadata)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        # The model's token entry point comes with it; the repository API never.
+        assert stub.ModelReady(
+            service_pb2.ModelReadyRequest(name="embed_tokens"), metadata=bearer(SEARCH_KEY).items()
+        ).ready
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.RepositoryIndex(
+                service_pb2.RepositoryIndexRequest(), metadata=bearer(SEARCH_KEY).items()
+            )
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert embed_counts(server) == before
+
+
+def test_grpc_rate_limit(edge: RunningEdge, server: RunningServer) -> None:
+    time.sleep(1.1)  # a full bucket
+    statuses = [grpc_status(edge.grpc_url, SLOW_KEY) for _ in range(SLOW_RATE + 3)]
+    assert statuses[:SLOW_RATE] == ["OK"] * SLOW_RATE
+    assert set(statuses[SLOW_RATE:]) == {"StatusCode.RESOURCE_EXHAUSTED"}
+    counted = embed_counts(server)
+    assert grpc_status(edge.grpc_url, SLOW_KEY) == "StatusCode.RESOURCE_EXHAUSTED"
+    assert embed_counts(server) == counted
+
+
+def test_grpc_priority_is_the_tenants(edge: RunningEdge, server: RunningServer) -> None:
+    # The observable is real: Triton expires a bulk request at once here.
+    assert grpc_status(server.grpc_url, None, priority=BULK) == "StatusCode.UNAVAILABLE"
+    assert grpc_status(server.grpc_url, None, priority=INTERACTIVE) == "OK"
+    # Through the edge, the tenant's level holds whatever the client asks.
+    assert grpc_status(edge.grpc_url, INDEXER_KEY, priority=INTERACTIVE) == "StatusCode.UNAVAILABLE"
+    assert grpc_status(edge.grpc_url, INDEXER_KEY) == "StatusCode.UNAVAILABLE"
+    assert grpc_status(edge.grpc_url, SEARCH_KEY, priority=BULK) == "OK"
+
+
+def test_every_key_length_authenticates(edge: RunningEdge) -> None:
+    for key in ODD_KEYS:
+        status, _, _ = http_request(
+            edge.http_url, "/v2/models/embed/ready", list(bearer(key).items())
+        )
+        assert status == 200, len(key)
+        status, _, _ = http_request(
+            edge.http_url, "/v2/models/embed/ready", [("authorization", f"Bearer {key}x")]
+        )
+        assert status == 401, len(key)
+
+
+# HTTP ------------------------------------------------------------------------
+
+
+def test_http_tenant_gets_embeddings(edge: RunningEdge) -> None:
+    client = httpclient.InferenceServerClient(edge.http_url)
+    try:
+        result = client.infer(
+            "embed", [text_input(["a tenant's text"], httpclient)], headers=bearer(SEARCH_KEY)
+        )
+    finally:
+        client.close()
+    assert result.as_numpy("EMBEDDING").shape == (1, 384 * 4)
+
+
+def test_http_refusals(edge: RunningEdge, server: RunningServer) -> None:
+    before = embed_counts(server)
+    infer = "/v2/models/embed/infer"
+    key = ("authorization", f"Bearer {SEARCH_KEY}")
+    cases = [
+        ([], infer, 401),
+        ([("authorization", "Bearer wrong-key")], infer, 401),
+        ([key, key], infer, 401),
+        ([("authorization", "Bearer ")], infer, 401),
+        ([("authorization", SEARCH_KEY)], infer, 401),
+        ([], f"{infer}?key={SEARCH_KEY}", 400),
+        ([key], f"{infer}?key={SEARCH_KEY}", 400),
+        ([key], "/v2/models/embedder/infer", 403),
+        ([key], "/v2/models/embed/../embedder/infer", 403),
+        ([key], "/v2/repository/index", 403),
+        ([key, ("x-tenant", "indexer")], "/v2/models/embedder/infer", 403),
+    ]
+    for headers, path, expected in cases:
+        status, _, body = http_request(edge.http_url, path, headers, infer_body())
+        assert status == expected, (headers, path, body)
+    assert embed_counts(server) == before
+    # Health stays open, for load balancers.
+    assert http_request(edge.http_url, "/v2/health/ready", [])[0] == 200
+
+
+def test_http_rate_limit_says_when_to_retry(edge: RunningEdge, server: RunningServer) -> None:
+    time.sleep(1.1)
+    key = [("authorization", f"Bearer {SLOW_KEY}")]
+    replies = [
+        http_request(edge.http_url, "/v2/models/embed/infer", key, infer_body())
+        for _ in range(SLOW_RATE + 2)
+    ]
+    assert [status for status, _, _ in replies[:SLOW_RATE]] == [200] * SLOW_RATE
+    for status, headers, _ in replies[SLOW_RATE:]:
+        assert status == 429 and headers["retry-after"] == "1"
+
+
+def test_http_priority_is_the_tenants(edge: RunningEdge, server: RunningServer) -> None:
+    infer = "/v2/models/embed/infer"
+    indexer = [("authorization", f"Bearer {INDEXER_KEY}")]
+    search = [("authorization", f"Bearer {SEARCH_KEY}")]
+    assert http_request(server.http_url, infer, [], infer_body(BULK))[0] == 503
+    assert http_request(edge.http_url, infer, indexer, infer_body(INTERACTIVE))[0] == 503
+    assert http_request(edge.http_url, infer, indexer, infer_body())[0] == 503
+    no_parameters = infer_body()
+    del no_parameters["parameters"]
+    assert http_request(edge.http_url, infer, indexer, no_parameters)[0] == 503
+    assert http_request(edge.http_url, infer, search, infer_body(BULK))[0] == 200
+    # What the edge cannot read safely, it refuses rather than pass on.
+    escaped = b'{"parameters":{"priorit\\u0079":1},"inputs":[]}'
+    assert _raw_post(edge.http_url, infer, indexer, escaped) == 400
+
+
+def _raw_post(url: str, path: str, headers: list[tuple[str, str]], body: bytes) -> int:
+    host, port = url.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request("POST", path, body=body, headers=dict(headers))
+    status = connection.getresponse().status
+    connection.close()
+    return status
+
+
+def test_http_binary_tensors_keep_working(edge: RunningEdge) -> None:
+    # tritonclient.http sends BYTES as binary data after a JSON header
+    # (Inference-Header-Content-Length): the edge's edit must keep both.
+    client = httpclient.InferenceServerClient(edge.http_url)
+    try:
+        tensor = text_input(["binary"], httpclient)
+        with pytest.raises(InferenceServerException) as expired:
+            client.infer("embed", [tensor], headers=bearer(INDEXER_KEY), priority=INTERACTIVE)
+        assert "timeout" in str(expired.value).lower()
+        result = client.infer("embed", [tensor], headers=bearer(SEARCH_KEY), priority=BULK)
+    finally:
+        client.close()
+    assert result.as_numpy("EMBEDDING").shape == (1, 384 * 4)
+
+
+# Reload ----------------------------------------------------------------------
+
+
+def test_reload_adds_and_revokes_keys_without_failing_in_flight(
+    edge: RunningEdge,
+) -> None:
+    new_key = "fresh-key"
+    assert grpc_status(edge.grpc_url, new_key) == "StatusCode.UNAUTHENTICATED"
+    # One client, one connection, across the reload.
+    client = grpcclient.InferenceServerClient(edge.grpc_url)
+    results: list[str] = []
+
+    def long_request() -> None:
+        try:
+            client.infer("embed", [text_input(LONG_BATCH)], headers=bearer(SEARCH_KEY))
+            results.append("OK")
+        except InferenceServerException as error:
+            results.append(str(error))
+
+    try:
+        worker = threading.Thread(target=long_request)
+        worker.start()
+        time.sleep(0.05)
+        text = tenants_text(tenant_toml("fresh", [new_key], ["embed"])).replace(
+            tenant_toml("search", [SEARCH_KEY, *ODD_KEYS], ["embed"]),
+            tenant_toml("search", ODD_KEYS, ["embed"]),
+        )
+        edge.tenants_path.write_text(text)
+        watcher = TenantsWatcher(edge.edge, edge.tenants_path, None)
+        watcher.seen = None  # the file changed since the edge read it
+        message = watcher.poll()
+        assert message is not None and message.startswith("tenants applied"), message
+        assert worker.is_alive(), "the request was meant to be in flight across the reload"
+        worker.join(timeout=60)
+        assert results == ["OK"]
+        with pytest.raises(InferenceServerException) as revoked:
+            client.infer("embed", [text_input(["after"])], headers=bearer(SEARCH_KEY))
+        assert revoked.value.status() == "StatusCode.UNAUTHENTICATED"
+    finally:
+        client.close()
+    assert grpc_status(edge.grpc_url, new_key) == "OK"
+
+
+def test_a_bad_file_is_refused_and_the_previous_stays(edge: RunningEdge) -> None:
+    watcher = TenantsWatcher(edge.edge, edge.tenants_path, None)
+    version = edge.edge.version
+    edge.tenants_path.write_text(tenants_text(tenant_toml("search", ["other"], ["embed"])))
+    message = watcher.poll()
+    assert message is not None and "refused" in message and "'search' is defined twice" in message
+    assert edge.edge.version == version
+    assert grpc_status(edge.grpc_url, SEARCH_KEY) == "OK"
+
+
+def test_edge_stats_per_tenant(edge: RunningEdge) -> None:
+    assert grpc_status(edge.grpc_url, SEARCH_KEY) == "OK"
+    with urllib.request.urlopen(
+        f"{edge.edge.admin_url}/stats?filter=^cluster.tenant-search-grpc.upstream_rq_total$"
+    ) as reply:
+        line = reply.read().decode().strip()
+    assert int(line.rsplit(" ", 1)[1]) >= 1
+
+
+def test_in_flight_bound(edge: RunningEdge, server: RunningServer) -> None:
+    """A tenant with max_in_flight = 1: of concurrent requests, those past
+    the first at Triton are refused at once, at the edge."""
+    before = embed_counts(server)
+    statuses: list[str] = []
+
+    def one() -> None:
+        client = grpcclient.InferenceServerClient(edge.grpc_url)
+        try:
+            client.infer("embed", [text_input(LONG_BATCH)], headers=bearer(NARROW_KEY))
+            statuses.append("OK")
+        except InferenceServerException as error:
+            statuses.append(str(error.status()))
+        finally:
+            client.close()
+
+    workers = [threading.Thread(target=one) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert "OK" in statuses and "StatusCode.UNAVAILABLE" in statuses, statuses
+    assert embed_counts(server) - before == statuses.count("OK")
+
+
+def test_the_edge_command(server: RunningServer, tmp_path: Path) -> None:
+    """`python -m server.edge`: refuses a bad file naming its line; serves a
+    good one, follows its changes, stops on SIGTERM."""
+    path = tmp_path / "tenants.toml"
+    path.write_text(tenants_text().replace('priority = "bulk"', 'priority = "urgent"'))
+    http_port, grpc_port, admin_port = free_loopback_ports(3)
+    command = [
+        sys.executable,
+        "-m",
+        "server.edge",
+        f"--tenants={path}",
+        f"--http-port={http_port}",
+        f"--grpc-port={grpc_port}",
+        f"--admin-port={admin_port}",
+        f"--triton-http-port={server.endpoints.http_port}",
+        f"--triton-grpc-port={server.endpoints.grpc_port}",
+        f"--state-dir={tmp_path / 'state'}",
+        f"--catalog={REPO_ROOT / 'models.toml'}",
+    ]
+    refused = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert f"{path}:13: tenant 'indexer': 'priority' must be one of" in refused.stderr
+    path.write_text(tenants_text())
+    log = tmp_path / "edge.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
+    url = f"127.0.0.1:{grpc_port}"
+    try:
+        deadline = time.monotonic() + 30
+        while "edge: serving" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            time.sleep(0.1)
+        assert grpc_status(url, SEARCH_KEY) == "OK"
+        path.write_text(tenants_text(tenant_toml("fresh", ["fresh-key"], ["embed"])))
+        deadline = time.monotonic() + 15
+        while grpc_status(url, "fresh-key") != "OK":
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0, log.read_text()
+
+
+def test_the_largest_request_passes_the_edge(edge: RunningEdge) -> None:
+    """64 texts of the 32 KiB byte limit (2 MiB) are buffered by the edge
+    and reach Triton, which refuses them for its token limit, not the edge."""
+    texts = ["word " * 6553] * 64
+    client = grpcclient.InferenceServerClient(edge.grpc_url)
+    try:
+        with pytest.raises(InferenceServerException) as refused:
+            client.infer("embed", [text_input(texts)], headers=bearer(SEARCH_KEY))
+    finally:
+        client.close()
+    assert refused.value.status() == "StatusCode.INVALID_ARGUMENT", refused.value
+    status, _, body = http_request(
+        edge.http_url,
+        "/v2/models/embed/infer",
+        [("authorization", f"Bearer {SEARCH_KEY}")],
+        {"inputs": [{"name": "TEXT", "shape": [64, 1], "datatype": "BYTES", "data": texts}]},
+    )
+    assert status == 400 and b"input_too_large" in body, body[:200]
+
+
+def test_http_chunked_request(edge: RunningEdge) -> None:
+    host, port = edge.http_url.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    body = json.dumps(infer_body(INTERACTIVE)).encode()
+    connection.request(
+        "POST",
+        "/v2/models/embed/infer",
+        body=iter([body[:10], body[10:]]),
+        headers={"authorization": f"Bearer {INDEXER_KEY}"},
+        encode_chunked=True,
+    )
+    reply = connection.getresponse()
+    # The indexer's bulk level, so Triton expired it at once.
+    assert reply.status == 503, reply.read()
+    connection.close()
+
+
+def test_one_rate_for_both_protocols(edge: RunningEdge) -> None:
+    """A tenant's requests per second hold for HTTP and gRPC together."""
+    time.sleep(1.1)
+    key = [("authorization", f"Bearer {SLOW_KEY}")]
+    infer = "/v2/models/embed/infer"
+    assert grpc_status(edge.grpc_url, SLOW_KEY) == "OK"
+    assert http_request(edge.http_url, infer, key, infer_body())[0] == 200
+    assert grpc_status(edge.grpc_url, SLOW_KEY) == "StatusCode.RESOURCE_EXHAUSTED"
+    assert http_request(edge.http_url, infer, key, infer_body())[0] == 429
+
+
+def test_a_new_key_alone_is_applied(edge: RunningEdge) -> None:
+    """A change to the keys only (the clusters stay as they are)."""
+    assert grpc_status(edge.grpc_url, "second-key") == "StatusCode.UNAUTHENTICATED"
+    edge.tenants_path.write_text(
+        tenants_text().replace(
+            tenant_toml("slow", [SLOW_KEY], ["embed"], rate=SLOW_RATE),
+            tenant_toml("slow", [SLOW_KEY, "second-key"], ["embed"], rate=SLOW_RATE),
+        )
+    )
+    assert edge.reload() is None
+    time.sleep(1.1)
+    assert grpc_status(edge.grpc_url, "second-key") == "OK"

@@ -1,0 +1,148 @@
+"""The tenants file (server/tenants.py): what it accepts and how it refuses,
+naming the line and the tenant; and what the edge renders from it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from server.edge.config import EdgePorts, dynamic_files, lua_tables, routes
+from server.tenants import Tenants, parse_tenants, read_tenants
+
+HASH_A = hashlib.sha256(b"key-a").hexdigest()
+HASH_B = hashlib.sha256(b"key-b").hexdigest()
+
+GOOD = f"""
+[[tenants]]
+name = "search"
+key_sha256 = "{HASH_A}"
+requests_per_second = 50
+priority = "interactive"
+max_in_flight = 8
+models = ["all-MiniLM-L6-v2", "embed"]
+
+[[tenants]]
+name = "indexer"
+key_sha256 = ["{HASH_B}"]
+requests_per_second = 5
+priority = "bulk"
+max_in_flight = 2
+models = ["embed"]
+"""
+
+
+def parsed(text: str) -> Tenants | list[str]:
+    return parse_tenants(text, "tenants.toml")
+
+
+def errors(text: str) -> list[str]:
+    result = parsed(text)
+    assert isinstance(result, list), result
+    return result
+
+
+def test_a_good_file() -> None:
+    tenants = parsed(GOOD)
+    assert isinstance(tenants, Tenants)
+    search, indexer = tenants.tenants
+    assert search.key_hashes == (HASH_A,) and search.triton_priority == 1
+    assert indexer.triton_priority == 2 and indexer.max_in_flight == 2
+    assert search.triton_models() == (
+        "all-MiniLM-L6-v2",
+        "all-MiniLM-L6-v2_tokens",
+        "embed",
+        "embed_tokens",
+    )
+    assert tenants.by_hash() == {HASH_A: "search", HASH_B: "indexer"}
+
+
+def test_uppercase_hashes_are_the_same_key() -> None:
+    tenants = parsed(GOOD.replace(HASH_A, HASH_A.upper()))
+    assert isinstance(tenants, Tenants)
+    assert tenants.tenants[0].key_hashes == (HASH_A,)
+
+
+def test_toml_syntax_error_names_the_line() -> None:
+    (message,) = errors(GOOD.replace("max_in_flight = 2", "max_in_flight = = 2"))
+    assert "tenants.toml: not valid TOML" in message and "line 15" in message
+
+
+def test_unknown_key_names_line_and_tenant() -> None:
+    (message,) = errors(GOOD.replace("max_in_flight = 2", "max_in_flight = 2\nburst = 4"))
+    assert message.startswith("tenants.toml:16: tenant 'indexer': unknown key 'burst'")
+
+
+def test_unknown_top_level_key() -> None:
+    (message,) = errors("admin = true\n" + GOOD)
+    assert message.startswith("tenants.toml:1: unknown key 'admin'")
+
+
+def test_missing_key() -> None:
+    (message,) = errors(GOOD.replace('priority = "bulk"\n', ""))
+    assert message == "tenants.toml:10: tenant 'indexer': missing 'priority'"
+
+
+def test_colliding_keys_are_an_error() -> None:
+    (message,) = errors(GOOD.replace(HASH_B, HASH_A))
+    assert message.startswith("tenants.toml:12: tenant 'indexer': key hash")
+    assert "also tenant 'search'" in message
+
+
+def test_a_key_listed_twice_in_one_tenant() -> None:
+    (message,) = errors(GOOD.replace(f'["{HASH_B}"]', f'["{HASH_B}", "{HASH_B}"]'))
+    assert "listed twice" in message
+
+
+def test_duplicate_names() -> None:
+    (message,) = errors(GOOD.replace('name = "indexer"', 'name = "search"'))
+    assert message == "tenants.toml:11: tenant 'search' is defined twice"
+
+
+def test_bad_values_are_each_reported() -> None:
+    text = (
+        GOOD.replace('"bulk"', '"urgent"')
+        .replace("requests_per_second = 5\n", "requests_per_second = true\n")
+        .replace("max_in_flight = 2", "max_in_flight = 0")
+        .replace(f'["{HASH_B}"]', '["not-a-hash"]')
+        .replace('models = ["embed"]', 'models = ["../etc"]')
+    )
+    found = errors(text)
+    assert len(found) == 5, found
+    for needle in ("'priority'", "'requests_per_second'", "'max_in_flight'", "not a hex", "../etc"):
+        assert any(needle in message and "'indexer'" in message for message in found), needle
+
+
+def test_empty_key_list_and_empty_models() -> None:
+    found = errors(GOOD.replace(f'["{HASH_B}"]', "[]").replace('models = ["embed"]', "models = []"))
+    assert len(found) == 2, found
+
+
+def test_no_tenants_is_refused() -> None:
+    (message,) = errors("")
+    assert "no [[tenants]]" in message
+
+
+def test_models_not_in_the_catalog(tmp_path: Path) -> None:
+    path = tmp_path / "tenants.toml"
+    path.write_text(GOOD)
+    result = read_tenants(path, frozenset({"all-MiniLM-L6-v2"}))
+    assert isinstance(result, list)
+    assert any("'embed' is not in the catalog" in message for message in result)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    (message,) = read_tenants(tmp_path / "absent.toml")  # type: ignore[misc]
+    assert "cannot read" in message
+
+
+def test_rendered_config_holds_hashes_not_keys() -> None:
+    tenants = parsed(GOOD)
+    assert isinstance(tenants, Tenants)
+    tables = lua_tables(tenants)
+    assert HASH_A in tables and '["indexer"] = 2' in tables
+    ports = EdgePorts("0.0.0.0", 8000, 8001, 9901, "127.0.0.1", 18000, 18001)
+    files = dynamic_files(tenants, ports)
+    assert "key-a" not in "".join(content for _, content in files.values())
+    route_config = routes(tenants)
+    names = [route["name"] for route in route_config["virtual_hosts"][0]["routes"]]
+    assert names == ["tenant-search", "tenant-indexer", "open"]
