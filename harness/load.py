@@ -56,11 +56,16 @@ async def send(
     priority: int,
     deadline_s: float,
     model: str = "embed",
+    headers: dict[str, str] | None = None,
 ) -> Outcome:
     started = time.monotonic()
     try:
         await client.infer(
-            model, text_inputs(grpcclient, texts), priority=priority, client_timeout=deadline_s
+            model,
+            text_inputs(grpcclient, texts),
+            priority=priority,
+            client_timeout=deadline_s,
+            headers=headers,
         )
     except InferenceServerException as error:
         return Outcome(str(error.status()), started, time.monotonic() - started, error.message())
@@ -74,16 +79,19 @@ async def open_loop(
     priority: int = INTERACTIVE,
     deadline_s: float = 5.0,
     model: str = "embed",
+    headers: dict[str, str] | None = None,
 ) -> list[Outcome]:
     """Sends requests[i] to `model` at time i / rate_per_s, never waiting
-    for answers."""
+    for answers; `headers` go with each (a tenant's key)."""
     async with grpcaio.InferenceServerClient(url) as client:
         loop = asyncio.get_running_loop()
         start = loop.time()
         tasks = []
         for index, texts in enumerate(requests):
             await asyncio.sleep(max(0.0, start + index / rate_per_s - loop.time()))
-            tasks.append(asyncio.create_task(send(client, texts, priority, deadline_s, model)))
+            tasks.append(
+                asyncio.create_task(send(client, texts, priority, deadline_s, model, headers))
+            )
         return list(await asyncio.gather(*tasks))
 
 
@@ -95,6 +103,7 @@ async def closed_loop(
     priority: int = INTERACTIVE,
     deadline_s: float = 30.0,
     model: str = "embed",
+    headers: dict[str, str] | None = None,
 ) -> list[Outcome]:
     """`concurrency` workers, each sending its next request to `model` when
     one returns."""
@@ -106,7 +115,7 @@ async def closed_loop(
             index = offset
             while time.monotonic() < stop_at:
                 texts = requests[index % len(requests)]
-                outcomes.append(await send(client, texts, priority, deadline_s, model))
+                outcomes.append(await send(client, texts, priority, deadline_s, model, headers))
                 index += concurrency
 
         await asyncio.gather(*(worker(offset) for offset in range(concurrency)))
