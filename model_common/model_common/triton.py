@@ -10,6 +10,7 @@ from typing import TypeVar
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
 from model_common.rows import Embeddings, Tokens, embed_in_groups
@@ -112,12 +113,23 @@ def _embed_alone(
 class GroupedEmbedder:
     """The execute of an embedder that runs each call's rows in length-sorted
     groups (model_common.rows): every request checked, the valid ones'
-    rows cut into groups by `_cut_groups` and run by `_run_groups`. A model
-    sets `_dims`, `_limits` and `_run_errors` in its initialize."""
+    rows cut into groups by `_cut_groups` and run by `_run_groups`. A model's
+    initialize starts with `_set_up`."""
 
     _dims: int
     _limits: TokenLimits
     _run_errors: tuple[type[Exception], ...]
+
+    def _set_up(
+        self, args: dict[str, str], run_errors: tuple[type[Exception], ...]
+    ) -> EmbedderSetup:
+        """Reads the setup; `run_errors` are what the engine raises when a
+        request's values break the graph."""
+        setup = EmbedderSetup.from_args(args)
+        self._dims = setup.dims
+        self._limits = setup.limits
+        self._run_errors = run_errors
+        return setup
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnxruntime as ort
-from model_common.embedder_setup import EmbedderSetup
 from model_common.rows import Embeddings, Tokens, groups_by_rows
 from model_common.triton import GroupedEmbedder
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
@@ -23,10 +22,7 @@ _RUN_ERRORS = (Fail, InvalidArgument, RuntimeException)
 
 class TritonPythonModel(GroupedEmbedder):
     def initialize(self, args: dict[str, str]) -> None:
-        setup = EmbedderSetup.from_args(args)
-        self._dims = setup.dims
-        self._limits = setup.limits
-        self._run_errors = _RUN_ERRORS
+        setup = self._set_up(args, _RUN_ERRORS)
         self._rows_per_run = setup.integer("rows_per_run")
 
         options = ort.SessionOptions()

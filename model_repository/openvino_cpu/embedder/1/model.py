@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 import triton_python_backend_utils as pb_utils
-from model_common.embedder_setup import EmbedderSetup
 from model_common.rows import Embeddings, Tokens, groups_by_tokens
 from model_common.triton import GroupedEmbedder
 
@@ -90,10 +89,7 @@ def served_precision(wanted: str, exported: str, capabilities: Sequence[str]) ->
 
 class TritonPythonModel(GroupedEmbedder):
     def initialize(self, args: dict[str, str]) -> None:
-        setup = EmbedderSetup.from_args(args)
-        self._dims = setup.dims
-        self._limits = setup.limits
-        self._run_errors = _RUN_ERRORS
+        setup = self._set_up(args, _RUN_ERRORS)
         self._tokens_per_run = setup.integer("tokens_per_run")
         self._streams = setup.integer("streams")
 
