@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +25,13 @@ from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from harness.edge import RunningEdge, running_edge, tenant_toml
+from harness.gateway import RunningGateway, running_gateway
 from harness.ports import free_loopback_ports
 from harness.priority import BULK, INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
 from server.edge import TenantsWatcher
-from server.paths import REPO_ROOT
+from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 SEARCH_KEY = "search-key"
 INDEXER_KEY = "indexer-key"
@@ -517,3 +519,34 @@ def test_a_new_key_alone_is_applied(edge: RunningEdge) -> None:
     assert edge.reload() is None
     time.sleep(1.1)
     assert grpc_status(edge.grpc_url, "second-key") == "OK"
+
+
+def _gateway_status(gateway: RunningGateway, model: str, key: str | None) -> int:
+    headers = {"Content-Type": "application/json", **({} if key is None else bearer(key))}
+    body = json.dumps({"model": model, "input": ["through the gateway and the edge"]}).encode()
+    request = urllib.request.Request(f"{gateway.base_url}/embeddings", body, headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            data = json.loads(reply.read())["data"]
+            assert len(data[0]["embedding"]) == 384
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_gateway_forwards_each_clients_key_to_the_edge(
+    edge: RunningEdge, tmp_path: Path
+) -> None:
+    # `embedder` is a model no tenant may call: the gateway sends its ids to
+    # `embedder_tokens`, which the edge refuses before Triton.
+    models = [("embed", TOKENIZER_JSON), ("embedder", TOKENIZER_JSON)]
+    with running_gateway(
+        edge.grpc_url, models, tmp_path / "gateway.log", extra_args=("--forward-api-key",)
+    ) as gateway:
+        assert _gateway_status(gateway, "embed", None) == 401
+        assert _gateway_status(gateway, "embed", "not-a-key") == 401
+        assert _gateway_status(gateway, "embedder", SEARCH_KEY) == 403
+        assert _gateway_status(gateway, "embed", SEARCH_KEY) == 200
+        time.sleep(1.1)  # a full bucket
+        statuses = [_gateway_status(gateway, "embed", SLOW_KEY) for _ in range(SLOW_RATE + 3)]
+        assert statuses[:SLOW_RATE] == [200] * SLOW_RATE and 429 in statuses, statuses

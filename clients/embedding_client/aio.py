@@ -24,6 +24,7 @@ from embedding_client.plan import Plan, batch_limit
 from embedding_client.transport import (
     OUTPUT,
     Connection,
+    Headers,
     Protocol,
     grpc_call_options,
     infer_inputs,
@@ -37,18 +38,24 @@ class _AsyncGrpcTransport:
         self._call = grpc_call_options(connection)
         self._timeout_s = connection.timeout_s
 
-    async def model_config(self, model: str) -> dict[str, Any]:
+    async def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
         with triton_errors():
             reply = await self._client.get_model_config(
-                model, as_json=True, client_timeout=self._timeout_s
+                model, headers=headers, as_json=True, client_timeout=self._timeout_s
             )
         return reply["config"]
 
-    async def infer(self, model: str, request: Request, parameters: Parameters) -> np.ndarray:
+    async def infer(
+        self, model: str, request: Request, parameters: Parameters, headers: Headers
+    ) -> np.ndarray:
         with triton_errors():
             async with self._slots:
                 result = await self._client.infer(
-                    model, infer_inputs(grpcclient, request), parameters=parameters, **self._call
+                    model,
+                    infer_inputs(grpcclient, request),
+                    parameters=parameters,
+                    headers=headers,
+                    **self._call,
                 )
         return result.as_numpy(OUTPUT)
 
@@ -68,17 +75,20 @@ class _AsyncHttpTransport:
         self._slots = asyncio.Semaphore(connection.max_in_flight)
         self._priority = connection.priority
 
-    async def model_config(self, model: str) -> dict[str, Any]:
+    async def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
         with triton_errors():
-            return await self._client.get_model_config(model)
+            return await self._client.get_model_config(model, headers=headers)
 
-    async def infer(self, model: str, request: Request, parameters: Parameters) -> np.ndarray:
+    async def infer(
+        self, model: str, request: Request, parameters: Parameters, headers: Headers
+    ) -> np.ndarray:
         with triton_errors():
             async with self._slots:
                 result = await self._client.infer(
                     model,
                     infer_inputs(httpclient, request),
                     parameters=parameters,
+                    headers=headers,
                     priority=self._priority,
                 )
         return result.as_numpy(OUTPUT)
@@ -117,7 +127,8 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
 
     async def max_batch_size(self, model: str) -> int:
         if model not in self._limits:
-            self._limits[model] = batch_limit(model, await self._transport.model_config(model))
+            config = await self._transport.model_config(model, self._headers)
+            self._limits[model] = batch_limit(model, config)
         return self._limits[model]
 
     async def is_ready(self) -> bool:
@@ -127,7 +138,9 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
         requests = plan.split(await self.max_batch_size(plan.model))
         parameters = plan.options.parameters()
         tasks = [
-            asyncio.ensure_future(self._transport.infer(plan.model, request, parameters))
+            asyncio.ensure_future(
+                self._transport.infer(plan.model, request, parameters, self._headers)
+            )
             for request in requests
         ]
         try:

@@ -16,6 +16,10 @@ TransportT = TypeVar("TransportT")
 DEFAULT_MODEL = "embed"
 
 
+def _authorization(api_key: str | None) -> dict[str, str] | None:
+    return {"authorization": f"Bearer {api_key}"} if api_key else None
+
+
 class ClientBase(ABC, Generic[TransportT]):
     """url is host:port without a scheme (gRPC 8001 or HTTP 8000 by default).
     `model` is the Triton model texts go to; token ids go to `{model}_tokens`
@@ -37,12 +41,14 @@ class ClientBase(ABC, Generic[TransportT]):
         max_in_flight: int = 4,
         priority: int = 0,
         timeout_s: float = 60.0,
+        api_key: str | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise unknown_protocol(protocol)
         self._transport = self._open(protocol, Connection(url, max_in_flight, priority, timeout_s))
         self._planner = planner(model, tokenizer)
         self._limits: dict[str, int] = {}
+        self._headers = _authorization(api_key)
 
     @abstractmethod
     def _open(self, protocol: Protocol, connection: Connection) -> TransportT:
@@ -52,6 +58,13 @@ class ClientBase(ABC, Generic[TransportT]):
     def model(self) -> str:
         """The Triton model texts go to."""
         return self._planner.text_model
+
+    def with_api_key(self, api_key: str | None) -> Self:
+        """This client with another API key (None: none), sharing its
+        connection as with_model does."""
+        other = copy.copy(self)
+        other._headers = _authorization(api_key)
+        return other
 
     def with_model(self, model: str, tokenizer: str | Path | ClientTokenizer | None = None) -> Self:
         """A client of another model of the same server, sharing this one's

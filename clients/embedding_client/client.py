@@ -23,6 +23,7 @@ from embedding_client.plan import Plan, batch_limit
 from embedding_client.transport import (
     OUTPUT,
     Connection,
+    Headers,
     Protocol,
     grpc_call_options,
     infer_inputs,
@@ -40,22 +41,28 @@ class _GrpcTransport:
         self._call = grpc_call_options(connection)
         self._timeout_s = connection.timeout_s
 
-    def model_config(self, model: str) -> dict[str, Any]:
+    def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
         with triton_errors():
             reply = self._client.get_model_config(
-                model, as_json=True, client_timeout=self._timeout_s
+                model, headers=headers, as_json=True, client_timeout=self._timeout_s
             )
         return reply["config"]
 
     def infer_all(
-        self, model: str, requests: list[Request], parameters: Parameters
+        self, model: str, requests: list[Request], parameters: Parameters, headers: Headers
     ) -> list[np.ndarray]:
-        return list(self._pool.map(partial(self._infer, model, parameters), requests))
+        return list(self._pool.map(partial(self._infer, model, parameters, headers), requests))
 
-    def _infer(self, model: str, parameters: Parameters, request: Request) -> np.ndarray:
+    def _infer(
+        self, model: str, parameters: Parameters, headers: Headers, request: Request
+    ) -> np.ndarray:
         with triton_errors():
             result = self._client.infer(
-                model, infer_inputs(grpcclient, request), parameters=parameters, **self._call
+                model,
+                infer_inputs(grpcclient, request),
+                parameters=parameters,
+                headers=headers,
+                **self._call,
             )
         return result.as_numpy(OUTPUT)
 
@@ -77,12 +84,12 @@ class _HttpTransport:
         )
         self._priority = connection.priority
 
-    def model_config(self, model: str) -> dict[str, Any]:
+    def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
         with triton_errors():
-            return self._client.get_model_config(model)
+            return self._client.get_model_config(model, headers=headers)
 
     def infer_all(
-        self, model: str, requests: list[Request], parameters: Parameters
+        self, model: str, requests: list[Request], parameters: Parameters, headers: Headers
     ) -> list[np.ndarray]:
         with triton_errors():
             pending = [
@@ -90,6 +97,7 @@ class _HttpTransport:
                     model,
                     infer_inputs(httpclient, request),
                     parameters=parameters,
+                    headers=headers,
                     priority=self._priority,
                 )
                 for request in requests
@@ -126,12 +134,14 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
 
     def max_batch_size(self, model: str) -> int:
         if model not in self._limits:
-            self._limits[model] = batch_limit(model, self._transport.model_config(model))
+            config = self._transport.model_config(model, self._headers)
+            self._limits[model] = batch_limit(model, config)
         return self._limits[model]
 
     def _run(self, plan: Plan) -> np.ndarray:
         requests = plan.split(self.max_batch_size(plan.model))
-        parts = self._transport.infer_all(plan.model, requests, plan.options.parameters())
+        parameters = plan.options.parameters()
+        parts = self._transport.infer_all(plan.model, requests, parameters, self._headers)
         return assemble(parts, plan.options.dtype)
 
     def close(self) -> None:

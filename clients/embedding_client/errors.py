@@ -13,6 +13,9 @@ from tritonclient.utils import InferenceServerException
 # Triton rejects a request its full queue or its queue deadline turns away
 # with UNAVAILABLE (503); DEADLINE_EXCEEDED is this client's own timeout.
 _INVALID = {"StatusCode.INVALID_ARGUMENT", "400"}
+# The edge of a server with tenants refuses a missing or wrong key, and a
+# model the key's tenant may not call (docs/operations.md, "Tenants").
+_REFUSED = {"StatusCode.UNAUTHENTICATED", "401", "StatusCode.PERMISSION_DENIED", "403"}
 _UNAVAILABLE = {
     "StatusCode.UNAVAILABLE",
     "StatusCode.RESOURCE_EXHAUSTED",
@@ -57,6 +60,15 @@ class UnavailableError(EmbeddingError):
     retry later."""
 
 
+class AccessError(EmbeddingError):
+    """The server's edge refused the API key (UNAUTHENTICATED, 401) or the
+    model for that key (PERMISSION_DENIED, 403)."""
+
+    @property
+    def unauthenticated(self) -> bool:
+        return self.status in ("StatusCode.UNAUTHENTICATED", "401")
+
+
 class ServerError(EmbeddingError):
     """The server failed for another reason."""
 
@@ -68,6 +80,8 @@ def from_triton(error: InferenceServerException) -> EmbeddingError:
         return InvalidInputError(message, status)
     if status in _UNAVAILABLE:
         return UnavailableError(message, status)
+    if status in _REFUSED:
+        return AccessError(message, status)
     return ServerError(message, status)
 
 

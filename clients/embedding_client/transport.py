@@ -12,6 +12,8 @@ from embedding_client.batching import Request
 OUTPUT = "EMBEDDING"
 Protocol = Literal["grpc", "http"]
 PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http")
+# Sent with each request (the API key of a server with tenants), or none.
+Headers = dict[str, str] | None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ class GatewaySettings:
     api_key: str | None = None
     max_in_flight: int = 64
     priority: int = 0
+    # Pass each client's own key on to a server with tenants, whose edge
+    # checks it, instead of checking one key here.
+    forward_api_key: bool = False
 
 
 def create_app(settings: GatewaySettings) -> web.Application:
@@ -73,7 +76,9 @@ async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIter
         ServedModel(model.name, tokenizer, client.with_model(model.name), created)
         for model, tokenizer in zip(settings.models, tokenizers, strict=True)
     ]
-    app[SERVICE] = EmbeddingsService(client, models, settings.api_key)
+    app[SERVICE] = EmbeddingsService(
+        client, models, settings.api_key, forward_api_key=settings.forward_api_key
+    )
     yield
     await client.close()
 
@@ -109,7 +114,8 @@ def _authorized(request: web.Request) -> EmbeddingsService:
 
 async def _create_embeddings(request: web.Request) -> web.Response:
     service = _authorized(request)
-    return _json(await service.create_embeddings(await request.read()))
+    body = await request.read()
+    return _json(await service.create_embeddings(body, request.headers.get("Authorization")))
 
 
 async def _list_models(request: web.Request) -> web.Response:

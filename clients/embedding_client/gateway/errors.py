@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import orjson
 
-from embedding_client.errors import EmbeddingError, InvalidInputError, UnavailableError
+from embedding_client.errors import (
+    AccessError,
+    EmbeddingError,
+    InvalidInputError,
+    UnavailableError,
+)
 
 _RATE_LIMITED = {"StatusCode.RESOURCE_EXHAUSTED", "429"}
 # Triton knows no model of that name: one this gateway serves is missing from
@@ -66,6 +71,12 @@ def from_embedding_error(error: EmbeddingError, model: str | None = None) -> Api
             param="model",
             code="model_not_available",
         )
+    if isinstance(error, AccessError):
+        # The edge of a server with tenants refused the forwarded key or the
+        # model for it.
+        if error.unauthenticated:
+            return ApiError(401, error.message, code="invalid_api_key")
+        return ApiError(403, error.message, param="model", code="model_not_permitted")
     if isinstance(error, InvalidInputError):
         return bad_request(
             error.message, error.parameter, _CODES.get(error.kind or "", "invalid_value")

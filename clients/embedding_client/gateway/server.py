@@ -74,6 +74,13 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
         default=defaults.priority,
         help="Triton priority level of forwarded requests; 0 is the model's default",
     )
+    parser.add_argument(
+        "--forward-api-key",
+        action="store_true",
+        help="pass each client's Authorization key on to Triton, for a server with tenants "
+        "whose edge checks it (docs/operations.md, 'Tenants'), instead of checking "
+        f"{API_KEY_VARIABLE} here",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8080)
     args = parser.parse_args(argv)
@@ -81,12 +88,18 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         parser.error(f"--model {repeated[0]} is given more than once")
+    api_key = os.environ.get(API_KEY_VARIABLE) or None
+    if api_key and args.forward_api_key:
+        parser.error(
+            f"--forward-api-key leaves keys to the server's edge: unset {API_KEY_VARIABLE}"
+        )
     settings = GatewaySettings(
         args.triton_url,
         tuple(args.models),
-        os.environ.get(API_KEY_VARIABLE) or None,
+        api_key,
         args.max_in_flight,
         args.priority,
+        args.forward_api_key,
     )
     return settings, args.host, args.port
 
@@ -98,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"embedding-gateway: http://{host}:{port}/v1 -> Triton gRPC {settings.triton_url}, "
         f"models {names}, priority {settings.priority}, "
-        f"auth {'on' if settings.api_key else 'off'}",
+        f"auth {'forwarded' if settings.forward_api_key else 'on' if settings.api_key else 'off'}",
         flush=True,
     )
     web.run_app(create_app(settings), host=host, port=port, access_log=None, print=None)

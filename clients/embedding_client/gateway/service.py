@@ -54,9 +54,15 @@ class EmbeddingsService:
     texts' tokens without the prompt."""
 
     def __init__(
-        self, client: AsyncEmbeddingClient, models: Sequence[ServedModel], api_key: str | None
+        self,
+        client: AsyncEmbeddingClient,
+        models: Sequence[ServedModel],
+        api_key: str | None,
+        *,
+        forward_api_key: bool = False,
     ) -> None:
         self._client = client
+        self._forward_api_key = forward_api_key
         self._models = {model.name: model for model in models}
         self._limits = {model.name: model.limits for model in models}
         self._api_key = api_key.encode() if api_key else None
@@ -74,12 +80,18 @@ class EmbeddingsService:
         if not hmac.compare_digest(token.strip().encode(), self._api_key):
             raise ApiError(401, "Incorrect API key provided", code="invalid_api_key")
 
-    async def create_embeddings(self, body: bytes) -> bytes:
+    async def create_embeddings(self, body: bytes, authorization: str | None = None) -> bytes:
+        """`authorization`: the client's header, passed on to Triton when
+        keys are forwarded."""
         request = parse_embeddings_request(body, self._limits)
         model = self._models[request.model]
+        client = model.client
+        if self._forward_api_key:
+            scheme, _, token = (authorization or "").partition(" ")
+            client = client.with_api_key(token.strip() if scheme.lower() == "bearer" else None)
         rows = request.token_rows or await self._tokenize(model.tokenizer, request.texts)
         try:
-            vectors = await self._embed(model.client, request, rows)
+            vectors = await self._embed(client, request, rows)
         except EmbeddingError as error:
             raise from_embedding_error(error, model.name) from error
         prompt_tokens = sum(len(row) for row in rows)
