@@ -81,6 +81,11 @@ class Catalog:
     def model(self, name: str) -> CatalogModel | None:
         return next((model for model in self.models if name in model.names), None)
 
+    @property
+    def names(self) -> frozenset[str]:
+        """Every name clients may call a model of this catalog by."""
+        return frozenset(name for model in self.models for name in model.names)
+
 
 def read_catalog(path: Path) -> Catalog | str:
     """The catalog at `path`, or the message that refuses it."""

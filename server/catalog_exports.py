@@ -3,8 +3,8 @@
 A model with a folder of its own is exported into EXPORTS/<name>, laid out
 as export/ lays out the model repository (shared/tokenizer/1,
 onnx_cpu/embedder/1, openvino_cpu/embedder/1). The export is stale when the
-folder's files, the export code or the engine changed: their digest is kept
-beside it. The packaged MiniLM is exported by scripts/setup.sh into
+folder's files (their sizes and times), the export code or the engine
+changed: their digest is kept beside it. The packaged MiniLM is exported by scripts/setup.sh into
 MODEL_REPOSITORY itself. Standard library only.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import sys
 from pathlib import Path
 
 from server.catalog import CatalogModel
@@ -53,17 +54,16 @@ def engine_folder(model: CatalogModel) -> str:
 
 
 def source_digest(model: CatalogModel) -> str:
-    """The digest of what an export of `model` is made from."""
+    """The digest of what an export of `model` is made from: the engine, the
+    export code's contents, and each file of the model's folder by path,
+    size and modification time, so that a start does not read the weights."""
     assert model.path is not None
     digest = hashlib.sha256(model.engine.encode())
-    files = sorted(path for path in model.path.rglob("*") if path.is_file())
-    for path in (*EXPORT_CODE, *files):
-        digest.update(
-            str(path.relative_to(REPO_ROOT if path in EXPORT_CODE else model.path)).encode()
-        )
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+    for path in EXPORT_CODE:
+        digest.update(path.name.encode() + path.read_bytes())
+    for path in sorted(path for path in model.path.rglob("*") if path.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(model.path)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     return digest.hexdigest()
 
 
@@ -76,7 +76,7 @@ def _run(step: list[str]) -> str | None:
     return " | ".join(lines[-QUOTED_LINES:]) or f"exit status {done.returncode}"
 
 
-def ensure_exported(model: CatalogModel, log: list[str]) -> str | None:
+def ensure_exported(model: CatalogModel) -> str | None:
     """Exports `model` unless its export is current; the refusal, naming the
     entry, when it cannot be exported."""
     if model.path is None:
@@ -103,7 +103,7 @@ def ensure_exported(model: CatalogModel, log: list[str]) -> str | None:
     wanted = source_digest(model)
     if stamp.exists() and stamp.read_text().strip() == wanted:
         return None
-    log.append(f"exporting {model.name!r} from {model.path}")
+    print(f"catalog: exporting {model.name!r} from {model.path}", file=sys.stderr, flush=True)
     script = str(REPO_ROOT / "export" / "export_onnx.py")
     steps = [[str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]]
     if model.engine != "onnxruntime":

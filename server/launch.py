@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.catalog import DEFAULT_CATALOG, read_catalog
+from server.catalog import DEFAULT_CATALOG
 from server.paths import (
     BACKEND_DIRECTORY,
     REPO_ROOT,
@@ -255,16 +255,6 @@ def internal_endpoints(public: Endpoints) -> Endpoints:
     return Endpoints("127.0.0.1", http_port, grpc_port, public.metrics_port)
 
 
-def catalog_names(path: Path) -> frozenset[str] | None:
-    """Every name the catalog at `path` serves, which a tenant may be allowed."""
-    catalog = read_catalog(path)
-    return (
-        None
-        if isinstance(catalog, str)
-        else frozenset(name for model in catalog.models for name in model.names)
-    )
-
-
 def edge_command(args: argparse.Namespace, public: Endpoints, internal: Endpoints) -> list[str]:
     """`python -m server.edge` on the public ports, in front of tritonserver
     on `internal`; its state (the rendered Envoy config, its log) beside the
@@ -356,6 +346,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(str(error))
     public = Endpoints(args.host, args.http_port, args.grpc_port, args.metrics_port)
     endpoints = internal_endpoints(public) if args.tenants else public
+    catalog = None
     if args.model_repository:
         if args.tokenizer_instances is not None:
             parser.error("--tokenizer-instances applies to a catalog, not to --model-repository")
@@ -369,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         _log(f"catalog {catalog.path}: {', '.join('/'.join(m.names) for m in catalog.models)}")
         repositories = [args.served_repository.resolve()]
     if args.tenants:
-        known = None if args.model_repository else catalog_names(args.catalog.resolve())
+        known = None if catalog is None else catalog.names
         tenants = read_tenants(args.tenants.resolve(), known)
         if isinstance(tenants, list):
             parser.exit(2, "launcher: tenants file refused:\n  " + "\n  ".join(tenants) + "\n")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -157,12 +156,8 @@ def prepare(catalog_path: Path, out: Path, tokenizer_instances: int | None = Non
     catalog = read_catalog(catalog_path)
     if isinstance(catalog, str):
         return catalog
-    log: list[str] = []
     for model in catalog.models:
-        refusal = ensure_exported(model, log)
-        for line in log:
-            print(f"catalog: {line}", file=sys.stderr, flush=True)
-        log.clear()
+        refusal = ensure_exported(model)
         if refusal:
             return f"catalog {catalog_path}: {refusal}"
     try:

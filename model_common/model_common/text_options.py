@@ -41,7 +41,11 @@ class Prompts:
     def from_record(cls, fields: Mapping[str, object]) -> Prompts:
         prompts = fields.get("prompts") or {}
         default = fields.get("default_prompt_name")
-        assert isinstance(prompts, dict) and (default is None or isinstance(default, str))
+        if not isinstance(prompts, dict) or not (default is None or default in prompts):
+            raise ValueError(
+                f"the export record's prompts {prompts!r} and default prompt {default!r} do "
+                "not fit together; export the model again"
+            )
         return cls({str(k): str(v) for k, v in prompts.items()}, default)
 
     def choices(self) -> str:

@@ -4,6 +4,7 @@ importable only inside a Triton Python-backend stub."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -110,7 +111,7 @@ def _embed_alone(
         )
 
 
-class GroupedEmbedder:
+class GroupedEmbedder(ABC):
     """The execute of an embedder that runs each call's rows in length-sorted
     groups (model_common.rows): every request checked, the valid ones'
     rows cut into groups by `_cut_groups` and run by `_run_groups`. A model's
@@ -141,8 +142,10 @@ class GroupedEmbedder:
             input_ids, attention_mask, self._dims, self._cut_groups, self._run_groups
         )
 
+    @abstractmethod
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
-        raise NotImplementedError
+        """The rows of each group, from the rows' real lengths."""
 
+    @abstractmethod
     def _run_groups(self, groups: Sequence[Tokens]) -> list[Embeddings]:
-        raise NotImplementedError
+        """Each group's embeddings and norms, in order."""

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(catalog, str):
             print(f"edge: {catalog}", file=sys.stderr)
             return 2
-        known = frozenset(name for model in catalog.models for name in model.names)
+        known = catalog.names
     tenants = read_tenants(args.tenants, known)
     if isinstance(tenants, list):
         print("edge: tenants file refused:\n  " + "\n  ".join(tenants), file=sys.stderr)
