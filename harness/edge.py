@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.ports import StartError, free_loopback_ports
+from harness.server import EndpointUrls
 from server.edge import Edge, find_envoy
 from server.edge.config import EdgePorts
 from server.launch import Endpoints
@@ -48,17 +49,12 @@ def tenant_toml(
 
 
 @dataclass(frozen=True)
-class RunningEdge:
+class RunningEdge(EndpointUrls):
+    """The edge's public ports are `endpoints`; its admin port stands for metrics."""
+
     edge: Edge
     tenants_path: Path
-
-    @property
-    def http_url(self) -> str:
-        return f"127.0.0.1:{self.edge.ports.http}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.edge.ports.grpc}"
+    endpoints: Endpoints
 
     def reload(self) -> str | None:
         """Applies the tenants file as it is now: None, or why it was refused."""
@@ -87,6 +83,6 @@ def running_edge(triton: Endpoints, tenants_path: Path, workdir: Path) -> Iterat
     if error is not None:
         raise EdgeStartError(error)
     try:
-        yield RunningEdge(edge, tenants_path)
+        yield RunningEdge(edge, tenants_path, Endpoints("127.0.0.1", http, grpc, admin))
     finally:
         edge.stop()

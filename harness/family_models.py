@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from tokenizers import (
     processors,
     trainers,
 )
+
+from server.paths import EXPORT_PYTHON, REPO_ROOT
 
 MAX_SEQ_LENGTH = 128
 HIDDEN = 64
@@ -96,8 +99,9 @@ class Family:
     tokenizer: Callable[[], Tokenizer]
     special_tokens: dict[str, str]  # transformers' names (cls_token, ...) -> token
     config: Callable[[Tokenizer], Any]  # tokenizer -> transformers config
-    pooling: str
-    normalize: bool
+    # Mean pooling and normalized rows, as most published sentence-transformers folders.
+    pooling: str = "mean"
+    normalize: bool = True
     dense_out: int | None = None
     prompts: dict[str, str] = field(default_factory=dict)
     default_prompt_name: str | None = None
@@ -279,17 +283,33 @@ def _qwen3_config(tokenizer: Tokenizer) -> Any:
     )
 
 
+BERT_SPECIALS = {
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+    "mask_token": "[MASK]",
+}
+
+
+def _roberta_specials(unk: str) -> dict[str, str]:
+    """RoBERTa's naming, shared by XLM-R and MPNet: <s> opens, </s> closes."""
+    return {
+        "bos_token": "<s>",
+        "cls_token": "<s>",
+        "eos_token": "</s>",
+        "sep_token": "</s>",
+        "pad_token": "<pad>",
+        "unk_token": unk,
+        "mask_token": "<mask>",
+    }
+
+
 FAMILIES: tuple[Family, ...] = (
     Family(
         name="bert",
         tokenizer=lambda: wordpiece_tokenizer("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"),
-        special_tokens={
-            "cls_token": "[CLS]",
-            "sep_token": "[SEP]",
-            "pad_token": "[PAD]",
-            "unk_token": "[UNK]",
-            "mask_token": "[MASK]",
-        },
+        special_tokens=BERT_SPECIALS,
         config=_bert_config,
         pooling="cls",
         normalize=False,
@@ -300,35 +320,15 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         name="xlmr",
         tokenizer=unigram_tokenizer,
-        special_tokens={
-            "bos_token": "<s>",
-            "cls_token": "<s>",
-            "eos_token": "</s>",
-            "sep_token": "</s>",
-            "pad_token": "<pad>",
-            "unk_token": "<unk>",
-            "mask_token": "<mask>",
-        },
+        special_tokens=_roberta_specials("<unk>"),
         config=_xlmr_config,
-        pooling="mean",
-        normalize=True,
         prompts=QUERY_DOCUMENT_PROMPTS,
     ),
     Family(
         name="mpnet",
         tokenizer=lambda: wordpiece_tokenizer("<s>", "</s>", "<pad>", "[UNK]", "<mask>"),
-        special_tokens={
-            "bos_token": "<s>",
-            "cls_token": "<s>",
-            "eos_token": "</s>",
-            "sep_token": "</s>",
-            "pad_token": "<pad>",
-            "unk_token": "[UNK]",
-            "mask_token": "<mask>",
-        },
+        special_tokens=_roberta_specials("[UNK]"),
         config=_mpnet_config,
-        pooling="mean",
-        normalize=True,
     ),
     Family(
         name="modernbert",
@@ -338,16 +338,8 @@ FAMILIES: tuple[Family, ...] = (
             "[CLS] $A [SEP] $B:1 [SEP]:1",
             ["[CLS]", "[SEP]"],
         ),
-        special_tokens={
-            "cls_token": "[CLS]",
-            "sep_token": "[SEP]",
-            "pad_token": "[PAD]",
-            "unk_token": "[UNK]",
-            "mask_token": "[MASK]",
-        },
+        special_tokens=BERT_SPECIALS,
         config=_modernbert_config,
-        pooling="mean",
-        normalize=True,
     ),
     Family(
         name="qwen3",
@@ -364,7 +356,6 @@ FAMILIES: tuple[Family, ...] = (
         special_tokens={"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"},
         config=_qwen3_config,
         pooling="lasttoken",
-        normalize=True,
         prompts=QWEN3_PROMPTS,
         default_prompt_name="query",
         padding_side="left",
@@ -485,6 +476,18 @@ def build_family_models(out_dir: Path, names: Sequence[str] = FAMILY_NAMES) -> d
     return {
         family.name: build_family(family, out_dir) for family in FAMILIES if family.name in names
     }
+
+
+def build_in_export_environment(out_dir: Path) -> None:
+    """build_family_models for callers without torch (the tests, perf/): run in the export
+    environment, where it is."""
+    subprocess.run(
+        [str(EXPORT_PYTHON), "-m", "harness.family_models", str(out_dir)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

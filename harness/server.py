@@ -23,11 +23,10 @@ STARTUP_TIMEOUT_S = 180
 SHUTDOWN_TIMEOUT_S = 60
 
 
-@dataclass(frozen=True)
-class RunningServer:
+class EndpointUrls:
+    """The client addresses of whatever serves on `endpoints`."""
+
     endpoints: Endpoints
-    log_path: Path
-    launcher: subprocess.Popen[bytes]  # server.launch, parent of tritonserver
 
     @property
     def http_url(self) -> str:
@@ -36,6 +35,13 @@ class RunningServer:
     @property
     def grpc_url(self) -> str:
         return self.endpoints.grpc_address
+
+
+@dataclass(frozen=True)
+class RunningServer(EndpointUrls):
+    endpoints: Endpoints
+    log_path: Path
+    launcher: subprocess.Popen[bytes]  # server.launch, parent of tritonserver
 
     def is_ready(self) -> bool:
         return server_ready(self.http_url)

@@ -12,7 +12,6 @@ BERT-base, the steady load on MiniLM.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import tempfile
 from pathlib import Path
@@ -25,6 +24,7 @@ from harness.model_memory import Memory, model_memory, server_memory
 from harness.processor import this_processor
 from harness.requests import text_inputs
 from harness.server import running_server
+from perf.report_command import report_arguments, write_report
 from server.catalog import Catalog, CatalogModel
 from server.catalog_exports import EXPORT_PYTHON, engine_of
 from server.paths import REPO_ROOT
@@ -108,10 +108,7 @@ def _isolation_lines(result: Isolation) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--seconds", type=float, default=20.0, help="per isolation phase")
-    args = parser.parse_args()
+    args = report_arguments(__doc__.splitlines()[0], "per isolation phase")
     with tempfile.TemporaryDirectory(prefix="perf_catalog_") as work:
         workdir = Path(work)
         catalog = prepare(_catalog(workdir), workdir / "served")
@@ -131,9 +128,7 @@ def main() -> None:
         *_memory_lines(shared, memory),
         *_isolation_lines(result),
     ]
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text("\n".join(lines))
-    print("\n".join(lines))
+    write_report(args.output, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -49,12 +49,11 @@ from perf.perf_analyzer import (
 )
 from perf.sweep import Target, input_data
 from perf.workloads import Kind, Workload, texts, workload
-from server.paths import ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
+from server.paths import EXPORT_PYTHON, ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
 
 GraphKind = Literal["plain", "fused", "int8"]
 GRAPH_KINDS: tuple[GraphKind, ...] = ("plain", "fused", "int8")
 GRAPH_ROOT = REPO_ROOT / "build" / "graphs"
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 EXPORT_SOURCES = (
     REPO_ROOT / "export" / "export_onnx.py",
     REPO_ROOT / "export" / "optimize_graph.py",

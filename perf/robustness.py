@@ -37,6 +37,7 @@ from harness.robustness import (
     shutdown,
 )
 from harness.server import running_server
+from perf.report_command import write_report
 from server.paths import default_repositories
 
 
@@ -181,9 +182,7 @@ def main() -> None:
             return
         lines = report(Path(workdir), args.seconds) + shedding_report(Path(workdir), args.seconds)
     table = "\n".join(lines)
-    print(table)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(table + "\n")
+    write_report(args.output, table + "\n")
 
 
 if __name__ == "__main__":

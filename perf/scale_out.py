@@ -61,6 +61,7 @@ from harness.scale_out.scenarios import (
     steady_rate,
     throughput,
 )
+from perf.report_command import write_report
 
 FAULT_BEFORE_S = 8.0
 FAULT_AFTER_S = 12.0
@@ -333,9 +334,7 @@ def main() -> None:
             *autoscaling_lines(scaling),
         ]
     )
-    print(report)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(report + "\n")
+    write_report(args.output, report + "\n")
     series = {
         "query": scaling.query,
         "target": scaling.autoscaling.target,

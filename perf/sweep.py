@@ -30,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from harness.priority import BULK
 from perf.perf_analyzer import Measurement, Mode, run_perf_analyzer
@@ -91,6 +91,22 @@ def input_data(target: Target, load: Workload) -> Path:
     return write_text_input_data(load, INPUT_DIR / f"{load.name}-text.json")
 
 
+def _run(target: Target, load: Workload, csv_path: Path, **how: Any) -> list[Measurement]:
+    """run_perf_analyzer on `target` with `load`; `how` says how the load is sent."""
+    return run_perf_analyzer(
+        target.model,
+        target.url,
+        target.protocol,
+        input_data(target, load),
+        csv_path,
+        batch_size=load.texts_per_request,
+        metrics_url=target.metrics_url,
+        priority=target.priority,
+        extra=target.extra,
+        **how,
+    )
+
+
 def concurrency_sweep(
     target: Target,
     load: Workload,
@@ -101,21 +117,15 @@ def concurrency_sweep(
     windows: Windows = Windows(),
 ) -> SweepResult:
     csv_path = results / f"{label}_{load.name}_concurrency.csv"
-    measurements = run_perf_analyzer(
-        target.model,
-        target.url,
-        target.protocol,
-        input_data(target, load),
+    measurements = _run(
+        target,
+        load,
         csv_path,
-        batch_size=load.texts_per_request,
         concurrency=concurrency,
         measurement_ms=windows.measurement_ms,
         measurement_requests=windows.measurement_requests,
         stability_percentage=windows.stability_percentage,
         max_trials=windows.max_trials,
-        metrics_url=target.metrics_url,
-        priority=target.priority,
-        extra=target.extra,
     )
     return SweepResult(label, load, "concurrency", (csv_path,), measurements)
 
@@ -145,19 +155,13 @@ def request_rate_sweep(
     measurements = []
     for rate in rates:
         csv_path = results / f"{label}_{load.name}_poisson_{rate:g}.csv"
-        measurements += run_perf_analyzer(
-            target.model,
-            target.url,
-            target.protocol,
-            input_data(target, load),
+        measurements += _run(
+            target,
+            load,
             csv_path,
-            batch_size=load.texts_per_request,
             request_rate=(rate, rate, rate),
             poisson=True,
             request_count=max(min_requests, math.ceil(rate * seconds_per_rate)),
-            metrics_url=target.metrics_url,
-            priority=target.priority,
-            extra=target.extra,
         )
         csv_paths.append(csv_path)
     return SweepResult(label, load, "request_rate", tuple(csv_paths), measurements)

@@ -9,7 +9,6 @@ file written from the capacity measured first (server/edge/).
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ from harness.fairness import (
 from harness.load import Outcome, percentile_ms
 from harness.processor import this_processor
 from harness.server import running_server
+from perf.report_command import report_arguments, write_report
 
 
 def _row(phase: str, tenant: str, rate: float, outcomes: list[Outcome], seconds: float) -> str:
@@ -74,10 +74,7 @@ def render(result: Fairness) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--seconds", type=float, default=20.0, help="per phase")
-    args = parser.parse_args()
+    args = report_arguments(__doc__.splitlines()[0], "per phase")
     with tempfile.TemporaryDirectory(prefix="perf_tenants_") as work:
         workdir = Path(work)
         with running_server(workdir / "tritonserver.log") as server:
@@ -86,10 +83,7 @@ def main() -> None:
             tenants.write_text(tenants_file(rates))
             with running_edge(server.endpoints, tenants, workdir / "edge") as edge:
                 result = fairness(edge.grpc_url, rates, args.seconds)
-    report = render(result)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(report)
-    print(report)
+    write_report(args.output, render(result))
 
 
 if __name__ == "__main__":

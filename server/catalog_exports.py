@@ -18,6 +18,7 @@ from pathlib import Path
 from server.catalog import CatalogModel
 from server.paths import (
     ENGINE_FOLDERS,
+    EXPORT_PYTHON,
     EXPORTS,
     MODEL_REPOSITORY,
     REPO_ROOT,
@@ -26,7 +27,6 @@ from server.paths import (
     faster_cpu_engine,
 )
 
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 EXPORT_CODE = tuple(sorted((REPO_ROOT / "export").glob("*.py")))
 DIGEST_FILE = "source.sha256"
 # The lines of a refused export's output that a refusal quotes.

@@ -26,6 +26,8 @@ SERIALIZER_BACKEND = "embedding_serializer"
 SERIALIZER_FILE = f"libtriton_{SERIALIZER_BACKEND}.so"
 SERIALIZER_LIBRARY = REPO_ROOT / "build" / "serializer" / SERIALIZER_FILE
 BACKEND_DIRECTORY = REPO_ROOT / "build" / "triton_backends"
+# The environment with torch, where export/ and the random-weight models run.
+EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 
 
 # Where scripts/serve.sh exports a catalog's models that have a folder of

@@ -16,9 +16,7 @@ from tritonclient.grpc import model_config_pb2
 from harness.priority import INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
-from server.paths import ONNX_MODEL_DIR, REPO_ROOT
-
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
+from server.paths import EXPORT_PYTHON, ONNX_MODEL_DIR, REPO_ROOT
 
 
 @pytest.fixture(scope="session")

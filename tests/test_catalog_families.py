@@ -24,13 +24,13 @@ import tritonclient.http as httpclient
 from embedding_requests import LONG_TEXT, Client, embed_float32
 from tritonclient.utils import InferenceServerException
 
+from harness.family_models import build_in_export_environment
 from harness.gateway import running_gateway
 from harness.server import RunningServer, running_server
 from server.catalog import Catalog
-from server.paths import REPO_ROOT
+from server.paths import EXPORT_PYTHON, REPO_ROOT
 from server.served_repository import prepare
 
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 MIN_COSINE = 0.9999
 TEXTS = [
     "How do I reset my password?",
@@ -61,12 +61,7 @@ class Family:
 @pytest.fixture(scope="module")
 def families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Family]:
     out = tmp_path_factory.mktemp("families")
-    subprocess.run(
-        [str(EXPORT_PYTHON), "-m", "harness.family_models", str(out)],
-        cwd=REPO_ROOT,
-        check=True,
-        capture_output=True,
-    )
+    build_in_export_environment(out)
     found = {}
     for family in ENGINES:
         folder = out / family

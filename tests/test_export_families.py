@@ -23,9 +23,9 @@ import onnxruntime as ort
 import pytest
 from tokenizers import Tokenizer
 
-from server.paths import REPO_ROOT
+from harness.family_models import build_in_export_environment
+from server.paths import EXPORT_PYTHON, REPO_ROOT
 
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
 MIN_COSINE = 0.9999
@@ -33,47 +33,18 @@ MIN_COSINE = 0.9999
 UNPROMPTED_CHECKS, CHECKS_PER_PROMPT = 13, 5
 QWEN3_QUERY = "Instruct: Given a web search query, retrieve relevant passages\nQuery: "
 # What each family's record must say: its folder's architecture, modules and prompts.
+_NORMALIZED = ["Transformer", "Pooling", "Normalize"]
+_QUERY_PASSAGE = {"query": "query: ", "document": "passage: "}
+_KEYS = ("model_type", "modules", "pooling", "embedding_dim", "prompts", "default_prompt_name")
 EXPECTED: dict[str, dict[str, Any]] = {
-    "bert": {
-        "model_type": "bert",
-        "modules": ["Transformer", "Pooling", "Dense"],
-        "pooling": "cls",
-        "embedding_dim": 48,
-        "prompts": {"query": "query: ", "document": "passage: "},
-        "default_prompt_name": None,
-    },
-    "xlmr": {
-        "model_type": "xlm-roberta",
-        "modules": ["Transformer", "Pooling", "Normalize"],
-        "pooling": "mean",
-        "embedding_dim": 64,
-        "prompts": {"query": "query: ", "document": "passage: "},
-        "default_prompt_name": None,
-    },
-    "mpnet": {
-        "model_type": "mpnet",
-        "modules": ["Transformer", "Pooling", "Normalize"],
-        "pooling": "mean",
-        "embedding_dim": 64,
-        "prompts": {},
-        "default_prompt_name": None,
-    },
-    "modernbert": {
-        "model_type": "modernbert",
-        "modules": ["Transformer", "Pooling", "Normalize"],
-        "pooling": "mean",
-        "embedding_dim": 64,
-        "prompts": {},
-        "default_prompt_name": None,
-    },
-    "qwen3": {
-        "model_type": "qwen3",
-        "modules": ["Transformer", "Pooling", "Normalize"],
-        "pooling": "lasttoken",
-        "embedding_dim": 64,
-        "prompts": {"query": QWEN3_QUERY},
-        "default_prompt_name": "query",
-    },
+    family: dict(zip(_KEYS, values, strict=True))
+    for family, values in {
+        "bert": ("bert", ["Transformer", "Pooling", "Dense"], "cls", 48, _QUERY_PASSAGE, None),
+        "xlmr": ("xlm-roberta", _NORMALIZED, "mean", 64, _QUERY_PASSAGE, None),
+        "mpnet": ("mpnet", _NORMALIZED, "mean", 64, {}, None),
+        "modernbert": ("modernbert", _NORMALIZED, "mean", 64, {}, None),
+        "qwen3": ("qwen3", _NORMALIZED, "lasttoken", 64, {"query": QWEN3_QUERY}, "query"),
+    }.items()
 }
 # Different texts, none empty, for telling the models' embeddings apart.
 DISTINCT_TEXTS = [
@@ -123,13 +94,7 @@ def run_export(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def family_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("families")
-    subprocess.run(
-        [str(EXPORT_PYTHON), "-m", "harness.family_models", str(out)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        check=True,
-        timeout=300,
-    )
+    build_in_export_environment(out)
     return {name: out / name for name in EXPECTED}
 
 

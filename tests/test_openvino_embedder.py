@@ -130,14 +130,24 @@ def test_auto_serves_the_recorded_precision(client: grpcclient.InferenceServerCl
         np.testing.assert_array_equal(f32, auto)
 
 
+def _assert_load_refused(
+    client: grpcclient.InferenceServerClient, repository: Path, precision: str, reason: str
+) -> None:
+    """A copy of the embedder with `precision` fails its load with `reason`, and the
+    embedders already served stay served."""
+    # Added after the start: the server loads every model it finds at start.
+    name = f"embedder_refused_{precision}"
+    _embedder_copy(repository, name, precision)
+    with pytest.raises(InferenceServerException, match=reason):
+        client.load_model(name)
+    assert not client.is_model_ready(name)
+    assert client.is_model_ready("embedder_f32")
+
+
 def test_an_unknown_precision_fails_the_load_with_its_name(
     client: grpcclient.InferenceServerClient, repository: Path
 ) -> None:
-    # Added after the start: the server loads every model it finds at start.
-    _embedder_copy(repository, "embedder_bad", "fp64")
-    with pytest.raises(InferenceServerException, match="parameter 'precision' is 'fp64'"):
-        client.load_model("embedder_bad")
-    assert not client.is_model_ready("embedder_bad")
+    _assert_load_refused(client, repository, "fp64", "parameter 'precision' is 'fp64'")
 
 
 @pytest.mark.skipif(
@@ -168,11 +178,7 @@ def test_forced_bf16_keeps_the_cosine_bar(
 def test_forcing_bf16_without_bfloat16_fails_the_load_with_the_reason(
     client: grpcclient.InferenceServerClient, repository: Path
 ) -> None:
-    _embedder_copy(repository, "embedder_no_bf16", "bf16")
-    with pytest.raises(InferenceServerException, match="this processor has no bfloat16"):
-        client.load_model("embedder_no_bf16")
-    assert not client.is_model_ready("embedder_no_bf16")
-    assert client.is_model_ready("embedder_f32")
+    _assert_load_refused(client, repository, "bf16", "this processor has no bfloat16")
 
 
 def test_copies_and_reloads_use_the_model_cache(

@@ -19,31 +19,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 from embedding_requests import embed_float32
 
+from harness.scale_out import scenarios
 from harness.scale_out.autoscaling import HPA_TOLERANCE, Autoscaling, chart_autoscaling
 from harness.scale_out.cluster import Cluster, missing_parts, running_cluster
-from harness.scale_out.scenarios import (
-    AUTOSCALING_COOLDOWN_S,
-    AUTOSCALING_OVERLOAD_S,
-    CPUS_PER_REPLICA,
-    HANG_EJECTION_BOUND_S,
-    HUNG_P99_BOUND_S,
-    MIN_SCALING_EFFICIENCY,
-    QUOTA_ALIKE_SHARE,
-    QUOTA_HELD_SHARE,
-    REPLICAS,
-    AutoscalingResult,
-    FaultResult,
-    RollingRestart,
-    Throughputs,
-    autoscaling_signal,
-    hang_one,
-    kill_ejection_bound_s,
-    kill_one,
-    overload_rate,
-    rolling_restart,
-    steady_rate,
-    throughput,
-)
 
 pytestmark = pytest.mark.scale_out
 
@@ -56,7 +34,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if missing:
         pytest.skip(f"needs {', '.join(missing)}")
     workdir: Path = tmp_path_factory.mktemp("scale_out")
-    with running_cluster(workdir, REPLICAS, CPUS_PER_REPLICA) as running:
+    with running_cluster(workdir, scenarios.REPLICAS, scenarios.CPUS_PER_REPLICA) as running:
         yield running
 
 
@@ -69,16 +47,16 @@ def test_every_replica_serves_through_the_balancer(cluster: Cluster) -> None:
         url = replica.stub_environments()["tokenizer"]["EMBEDDING_METRICS_URL"]
         assert url == f"http://{replica.metrics_target}/metrics", replica.pod
     # Prometheus scrapes every replica and Envoy.
-    assert cluster.prometheus.scraped("triton") == REPLICAS
+    assert cluster.prometheus.scraped("triton") == scenarios.REPLICAS
     assert cluster.prometheus.scraped("envoy") == 1
 
 
 @pytest.fixture(scope="module")
-def throughputs(cluster: Cluster) -> Throughputs:
-    return throughput(cluster, THROUGHPUT_SECONDS)
+def throughputs(cluster: Cluster) -> scenarios.Throughputs:
+    return scenarios.throughput(cluster, THROUGHPUT_SECONDS)
 
 
-def test_throughput_runs_without_failures(throughputs: Throughputs) -> None:
+def test_throughput_runs_without_failures(throughputs: scenarios.Throughputs) -> None:
     # The load follows the capacity measured first, so every request is one
     # the replicas can carry within the door's deadline.
     for result in (throughputs.probe, *throughputs.runs.values()):
@@ -88,34 +66,36 @@ def test_throughput_runs_without_failures(throughputs: Throughputs) -> None:
 @pytest.mark.timing
 @pytest.mark.parametrize("replicas", [2, 3])
 def test_more_replicas_serve_as_much_per_cpu_second(
-    throughputs: Throughputs, replicas: int
+    throughputs: scenarios.Throughputs, replicas: int
 ) -> None:
     runs = throughputs.runs
     efficiency = runs[replicas].texts_per_cpu_s / runs[1].texts_per_cpu_s
-    assert efficiency >= MIN_SCALING_EFFICIENCY, {
+    assert efficiency >= scenarios.MIN_SCALING_EFFICIENCY, {
         k: (round(r.texts_per_s, 1), round(r.texts_per_cpu_s, 1)) for k, r in runs.items()
     }
 
 
 @pytest.mark.timing
-def test_replicas_hold_their_quota_alike(throughputs: Throughputs) -> None:
+def test_replicas_hold_their_quota_alike(throughputs: scenarios.Throughputs) -> None:
     shares = {k: r.quota_used for k, r in throughputs.runs.items()}
     for run in shares.values():
-        assert sum(run) >= QUOTA_HELD_SHARE * len(run), shares
-        assert min(run) >= QUOTA_ALIKE_SHARE * max(run), shares
+        assert sum(run) >= scenarios.QUOTA_HELD_SHARE * len(run), shares
+        assert min(run) >= scenarios.QUOTA_ALIKE_SHARE * max(run), shares
 
 
 @pytest.fixture(scope="module")
-def steady(throughputs: Throughputs) -> float:
-    return steady_rate(throughputs)
+def steady(throughputs: scenarios.Throughputs) -> float:
+    return scenarios.steady_rate(throughputs)
 
 
 @pytest.fixture(scope="module")
-def killed(cluster: Cluster, steady: float) -> FaultResult:
-    return kill_one(cluster, steady)
+def killed(cluster: Cluster, steady: float) -> scenarios.FaultResult:
+    return scenarios.kill_one(cluster, steady)
 
 
-def test_killed_replica_fails_no_request_and_its_traffic_moves(killed: FaultResult) -> None:
+def test_killed_replica_fails_no_request_and_its_traffic_moves(
+    killed: scenarios.FaultResult,
+) -> None:
     assert killed.outcomes and not killed.failures, killed.failures
     assert killed.ejected_s is not None, "Envoy kept routing to the killed replica"
     # The same arrival rate: the victim's share goes to the others. How
@@ -131,35 +111,37 @@ def test_killed_replica_fails_no_request_and_its_traffic_moves(killed: FaultResu
 
 
 @pytest.mark.timing
-def test_killed_replica_is_ejected_quickly(killed: FaultResult) -> None:
-    bound_s = kill_ejection_bound_s(killed.rate_per_s)
+def test_killed_replica_is_ejected_quickly(killed: scenarios.FaultResult) -> None:
+    bound_s = scenarios.kill_ejection_bound_s(killed.rate_per_s)
     assert killed.ejected_s is not None and killed.ejected_s <= bound_s
 
 
 @pytest.fixture(scope="module")
-def hung(cluster: Cluster, steady: float, killed: FaultResult) -> FaultResult:
-    return hang_one(cluster, steady)
+def hung(cluster: Cluster, steady: float, killed: scenarios.FaultResult) -> scenarios.FaultResult:
+    return scenarios.hang_one(cluster, steady)
 
 
-def test_hung_replica_fails_no_request(hung: FaultResult) -> None:
+def test_hung_replica_fails_no_request(hung: scenarios.FaultResult) -> None:
     assert hung.outcomes and not hung.failures, hung.failures
     assert hung.ejected_s is not None, "Envoy kept routing to the hung replica"
 
 
 @pytest.mark.timing
-def test_hung_replica_keeps_p99_and_is_ejected(hung: FaultResult) -> None:
-    assert hung.p99_ms() <= HUNG_P99_BOUND_S * 1000
-    assert hung.ejected_s is not None and hung.ejected_s <= HANG_EJECTION_BOUND_S
+def test_hung_replica_keeps_p99_and_is_ejected(hung: scenarios.FaultResult) -> None:
+    assert hung.p99_ms() <= scenarios.HUNG_P99_BOUND_S * 1000
+    assert hung.ejected_s is not None and hung.ejected_s <= scenarios.HANG_EJECTION_BOUND_S
 
 
 @pytest.fixture(scope="module")
-def restarted(cluster: Cluster, steady: float, hung: FaultResult) -> RollingRestart:
-    return rolling_restart(cluster, steady)
+def restarted(
+    cluster: Cluster, steady: float, hung: scenarios.FaultResult
+) -> scenarios.RollingRestart:
+    return scenarios.rolling_restart(cluster, steady)
 
 
-def test_rolling_restart_fails_no_request(restarted: RollingRestart) -> None:
+def test_rolling_restart_fails_no_request(restarted: scenarios.RollingRestart) -> None:
     assert restarted.outcomes and not restarted.failures, restarted.failures
-    assert [r.exit_code for r in restarted.restarts] == [0] * REPLICAS
+    assert [r.exit_code for r in restarted.restarts] == [0] * scenarios.REPLICAS
 
 
 @pytest.fixture(scope="module")
@@ -171,20 +153,20 @@ def autoscaling() -> Autoscaling:
 def scaling(
     cluster: Cluster,
     autoscaling: Autoscaling,
-    throughputs: Throughputs,
-    restarted: RollingRestart,
-) -> AutoscalingResult:
-    return autoscaling_signal(
+    throughputs: scenarios.Throughputs,
+    restarted: scenarios.RollingRestart,
+) -> scenarios.AutoscalingResult:
+    return scenarios.autoscaling_signal(
         cluster,
         autoscaling,
-        overload_rate(throughputs.runs[REPLICAS]),
-        AUTOSCALING_OVERLOAD_S,
-        AUTOSCALING_COOLDOWN_S,
+        scenarios.overload_rate(throughputs.runs[scenarios.REPLICAS]),
+        scenarios.AUTOSCALING_OVERLOAD_S,
+        scenarios.AUTOSCALING_COOLDOWN_S,
     )
 
 
 def test_autoscaling_metric_asks_for_more_replicas_under_overload(
-    scaling: AutoscalingResult,
+    scaling: scenarios.AutoscalingResult,
 ) -> None:
     # Over the target, and more replicas asked for, while the overload lasts.
     during = [sample for sample in scaling.samples if sample.at_s <= scaling.load_end_s]
@@ -194,8 +176,10 @@ def test_autoscaling_metric_asks_for_more_replicas_under_overload(
     assert all(sample.desired > scaling.current for sample in over), scaling.samples
 
 
-def test_autoscaling_metric_falls_back_when_load_stops(scaling: AutoscalingResult) -> None:
+def test_autoscaling_metric_falls_back_when_load_stops(
+    scaling: scenarios.AutoscalingResult,
+) -> None:
     last = scaling.last
-    assert last.at_s >= scaling.load_end_s + AUTOSCALING_COOLDOWN_S - 5.0
+    assert last.at_s >= scaling.load_end_s + scenarios.AUTOSCALING_COOLDOWN_S - 5.0
     assert scaling.average(last) < scaling.autoscaling.target, scaling.samples
     assert last.desired < scaling.current, scaling.samples

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, Unpack
 
 import numpy as np
@@ -15,27 +15,52 @@ import tritonclient.grpc.aio as grpcaio
 import tritonclient.http as httpclient
 import tritonclient.http.aio as httpaio
 
+from embedding_client import transport
 from embedding_client.base import ClientBase
 from embedding_client.batching import Request
 from embedding_client.decode import assemble
 from embedding_client.errors import triton_errors
 from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
 from embedding_client.plan import Plan, batch_limit
-from embedding_client.transport import (
-    OUTPUT,
-    Connection,
-    Headers,
-    Protocol,
-    grpc_call_options,
-    infer_inputs,
-)
+from embedding_client.transport import Connection, Headers
 
 
-class _AsyncGrpcTransport:
+class _AsyncTransport:
+    """What both protocols do alike: a bound on requests in flight, and infer with the
+    protocol's tritonclient module and its own keyword arguments."""
+
+    def __init__(
+        self, client: Any, module: ModuleType, max_in_flight: int, options: dict[str, Any]
+    ) -> None:
+        self._client = client
+        self._module = module
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._options = options
+
+    async def infer(
+        self, model: str, request: Request, parameters: Parameters, headers: Headers
+    ) -> np.ndarray:
+        with triton_errors():
+            async with self._slots:
+                result = await self._client.infer(
+                    model,
+                    transport.infer_inputs(self._module, request),
+                    parameters=parameters,
+                    headers=headers,
+                    **self._options,
+                )
+        return result.as_numpy(transport.OUTPUT)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class _AsyncGrpcTransport(_AsyncTransport):
     def __init__(self, connection: Connection) -> None:
-        self._client = grpcaio.InferenceServerClient(connection.url)
-        self._slots = asyncio.Semaphore(connection.max_in_flight)
-        self._call = grpc_call_options(connection)
+        client = grpcaio.InferenceServerClient(connection.url)
+        super().__init__(
+            client, grpcclient, connection.max_in_flight, transport.grpc_call_options(connection)
+        )
         self._timeout_s = connection.timeout_s
 
     async def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
@@ -45,67 +70,33 @@ class _AsyncGrpcTransport:
             )
         return reply["config"]
 
-    async def infer(
-        self, model: str, request: Request, parameters: Parameters, headers: Headers
-    ) -> np.ndarray:
-        with triton_errors():
-            async with self._slots:
-                result = await self._client.infer(
-                    model,
-                    infer_inputs(grpcclient, request),
-                    parameters=parameters,
-                    headers=headers,
-                    **self._call,
-                )
-        return result.as_numpy(OUTPUT)
-
     async def is_ready(self) -> bool:
         with triton_errors():
             return await self._client.is_server_ready(client_timeout=self._timeout_s)
 
-    async def close(self) -> None:
-        await self._client.close()
 
-
-class _AsyncHttpTransport:
+class _AsyncHttpTransport(_AsyncTransport):
     def __init__(self, connection: Connection) -> None:
-        self._client = httpaio.InferenceServerClient(
+        client = httpaio.InferenceServerClient(
             connection.url, conn_limit=connection.max_in_flight, conn_timeout=connection.timeout_s
         )
-        self._slots = asyncio.Semaphore(connection.max_in_flight)
-        self._priority = connection.priority
+        options = {"priority": connection.priority}
+        super().__init__(client, httpclient, connection.max_in_flight, options)
 
     async def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
         with triton_errors():
             return await self._client.get_model_config(model, headers=headers)
 
-    async def infer(
-        self, model: str, request: Request, parameters: Parameters, headers: Headers
-    ) -> np.ndarray:
-        with triton_errors():
-            async with self._slots:
-                result = await self._client.infer(
-                    model,
-                    infer_inputs(httpclient, request),
-                    parameters=parameters,
-                    headers=headers,
-                    priority=self._priority,
-                )
-        return result.as_numpy(OUTPUT)
-
     async def is_ready(self) -> bool:
         with triton_errors():
             return await self._client.is_server_ready()
-
-    async def close(self) -> None:
-        await self._client.close()
 
 
 class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]):
     """EmbeddingClient's asyncio twin: the same arguments and methods, awaited."""
 
     def _open(
-        self, protocol: Protocol, connection: Connection
+        self, protocol: transport.Protocol, connection: Connection
     ) -> _AsyncGrpcTransport | _AsyncHttpTransport:
         if protocol == "grpc":
             return _AsyncGrpcTransport(connection)

@@ -29,6 +29,7 @@ from tritonclient.grpc import model_config_pb2
 from harness.helm import HELM, BalancerPorts, Endpoint, envoy_config
 from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
 from harness.repository import repository_variant
+from harness.server import EndpointUrls
 from server.health import STUB_NAME, server_ready
 from server.launch import ADMIN_KEY_VARIABLE, Endpoints
 from server.paths import REPO_ROOT
@@ -155,7 +156,7 @@ def one_embedder_thread(config: model_config_pb2.ModelConfig) -> None:
 
 
 @dataclass
-class Replica:
+class Replica(EndpointUrls):
     """One pod: the launcher, tritonserver and its stubs, all in `cgroup`,
     on fixed ports that a restart reuses (a StatefulSet pod's address)."""
 
@@ -170,14 +171,6 @@ class Replica:
     @property
     def pod(self) -> str:
         return f"{POD_PREFIX}{self.index}"
-
-    @property
-    def http_url(self) -> str:
-        return self.endpoints.http_address
-
-    @property
-    def grpc_url(self) -> str:
-        return self.endpoints.grpc_address
 
     @property
     def metrics_target(self) -> str:

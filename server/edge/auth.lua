@@ -1,7 +1,7 @@
 -- The edge's first filter: who is calling, and may they call this at all.
 -- Runs on the request headers only, so a refusal here never buffers a body.
--- server/edge/config.py prepends the tables: TENANTS (key SHA-256 hex ->
--- tenant), MODELS (tenant -> set of Triton models).
+-- server/edge/config.py prepends the tables, TENANTS (key SHA-256 hex ->
+-- tenant) and MODELS (tenant -> set of Triton models), and common.lua.
 local bit = require("bit")
 local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
 local lshift, rshift, ror, tobit, tohex = bit.lshift, bit.rshift, bit.ror, bit.tobit, bit.tohex
@@ -56,7 +56,6 @@ local function sha256_hex(message)
     .. tohex(h4) .. tohex(h5) .. tohex(h6) .. tohex(h7)
 end
 
-local GRPC_PREFIX = "/inference.GRPCInferenceService/"
 -- Health answers without a key: load balancers probe it.
 local OPEN = {
   ["/v2/health/live"] = true, ["/v2/health/ready"] = true,
@@ -64,31 +63,12 @@ local OPEN = {
 }
 -- With a key and no model: the server's metadata.
 local KEYED = { ["/v2"] = true, [GRPC_PREFIX .. "ServerMetadata"] = true }
--- gRPC methods whose request names the model in field 1: body.lua checks it.
-local GRPC_NAMED = {
-  ModelInfer = true, ModelMetadata = true, ModelConfig = true,
-  ModelReady = true, ModelStatistics = true,
-}
 -- What a tenant may do with an allowed model over HTTP (the model's
 -- metadata, readiness, config, statistics, inference); the rest of Triton's
 -- API (repository, shared memory, trace, logging, generate) stays internal.
 local HTTP_MODEL_ACTIONS = { [""] = true, ["/ready"] = true, ["/config"] = true,
   ["/stats"] = true, ["/infer"] = true }
 local MAX_KEY_BYTES = 512
-
-local GRPC_CODES = { [400] = "3", [401] = "16", [403] = "7", [415] = "3" }
-
-local function refuse(handle, grpc, status, message)
-  if grpc then
-    -- Trailers-only gRPC answer: the status a gRPC client reads.
-    handle:respond({ [":status"] = "200", ["content-type"] = "application/grpc",
-      ["grpc-status"] = GRPC_CODES[status], ["grpc-message"] = message }, "")
-  else
-    local headers = { [":status"] = tostring(status), ["content-type"] = "application/json" }
-    if status == 401 then headers["www-authenticate"] = "Bearer" end
-    handle:respond(headers, '{"error":"' .. message .. '"}')
-  end
-end
 
 local function on_request(handle)
   local headers = handle:headers()
@@ -148,11 +128,4 @@ local function on_request(handle)
   handle:clearRouteCache()
 end
 
--- A Lua error would let the request through unchecked: fail closed.
-function envoy_on_request(handle)
-  local ok, failure = pcall(on_request, handle)
-  if not ok then
-    handle:logErr("edge.auth: " .. tostring(failure))
-    handle:respond({ [":status"] = "500" }, "edge error")
-  end
-end
+envoy_on_request = fail_closed("edge.auth", on_request)

@@ -3,23 +3,7 @@
 -- request message) must be one the tenant may call. Inference, gRPC and
 -- HTTP: the tenant's priority replaces whatever the client asked for.
 -- server/edge/config.py prepends MODELS (tenant -> set of Triton models) and
--- PRIORITY (tenant -> Triton priority level).
-local GRPC_PREFIX = "/inference.GRPCInferenceService/"
-local GRPC_NAMED = {
-  ModelInfer = true, ModelMetadata = true, ModelConfig = true,
-  ModelReady = true, ModelStatistics = true,
-}
-local GRPC_CODES = { [400] = "3", [403] = "7", [415] = "3" }
-
-local function refuse(handle, grpc, status, message)
-  if grpc then
-    handle:respond({ [":status"] = "200", ["content-type"] = "application/grpc",
-      ["grpc-status"] = GRPC_CODES[status], ["grpc-message"] = message }, "")
-  else
-    handle:respond({ [":status"] = tostring(status), ["content-type"] = "application/json" },
-      '{"error":"' .. message .. '"}')
-  end
-end
+-- PRIORITY (tenant -> Triton priority level), and common.lua.
 
 -- Protocol buffers -------------------------------------------------------
 
@@ -260,11 +244,4 @@ local function on_request(handle)
   end
 end
 
--- A Lua error would let the request through unchanged: fail closed.
-function envoy_on_request(handle)
-  local ok, failure = pcall(on_request, handle)
-  if not ok then
-    handle:logErr("edge.body: " .. tostring(failure))
-    handle:respond({ [":status"] = "500" }, "edge error")
-  end
-end
+envoy_on_request = fail_closed("edge.body", on_request)

@@ -192,10 +192,11 @@ def routes(tenants: Tenants) -> dict[str, Any]:
     # The cluster is the tenant's for the request's protocol (auth.lua
     # names it), so one route, one token bucket, per tenant.
     tables = lua_tables(tenants)
+    common = (LUA_DIR / "common.lua").read_text()
     lua = {
         source: {
             "@type": LUA_ROUTE_TYPE,
-            "source_code": {"inline_string": tables + (LUA_DIR / file).read_text()},
+            "source_code": {"inline_string": tables + common + (LUA_DIR / file).read_text()},
         }
         for source, file in ((AUTH_FILTER, "auth.lua"), (BODY_FILTER, "body.lua"))
     }

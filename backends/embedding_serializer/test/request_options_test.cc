@@ -68,41 +68,39 @@ TEST(ValidateOptions, BitPackedFormatsNeedWholeBytes) {
   EXPECT_EQ(ValidateOptions(options, 100), "");
 }
 
+// ApplyOptions on a unit `row` whose norm before normalization was `norm`;
+// the output starts at -1 so a value left unwritten shows.
+std::vector<float> Applied(const RequestOptions& options, const std::vector<float>& row,
+                           float norm) {
+  std::vector<float> out(OutputDims(options, row.size()), -1.0f);
+  ApplyOptions(options, row.data(), row.size(), norm, out.data());
+  return out;
+}
+
 TEST(ApplyOptions, FullWidthNormalizedRowPassesThrough) {
   const std::vector<float> row = {0.6f, 0.8f, 0.0f};
-  std::vector<float> out(3);
-  ApplyOptions(RequestOptions{}, row.data(), 3, 5.0f, out.data());
-  EXPECT_EQ(out, row);
+  EXPECT_EQ(Applied(RequestOptions{}, row, 5.0f), row);
 }
 
-TEST(ApplyOptions, TruncationRenormalizesToUnitLength) {
+TEST(ApplyOptions, TruncationRenormalizesOrRestoresThePooledScale) {
   const std::vector<float> row = {0.48f, 0.64f, 0.6f};
   RequestOptions options;
   options.dimensions = 2;
-  std::vector<float> out(2);
-  ApplyOptions(options, row.data(), 3, 1.0f, out.data());
-  EXPECT_NEAR(out[0], 0.6f, 1e-6);
-  EXPECT_NEAR(out[1], 0.8f, 1e-6);
-}
-
-TEST(ApplyOptions, WithoutNormalizeRestoresThePooledScale) {
-  const std::vector<float> row = {0.48f, 0.64f, 0.6f};
-  RequestOptions options;
+  const std::vector<float> unit = Applied(options, row, 10.0f);
   options.normalize = false;
-  options.dimensions = 2;
-  std::vector<float> out(2);
-  ApplyOptions(options, row.data(), 3, 10.0f, out.data());
-  EXPECT_NEAR(out[0], 4.8f, 1e-5);
-  EXPECT_NEAR(out[1], 6.4f, 1e-5);
+  const std::vector<float> scaled = Applied(options, row, 10.0f);
+  const std::vector<float> unit_expected = {0.6f, 0.8f};
+  const std::vector<float> scaled_expected = {4.8f, 6.4f};
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NEAR(unit[i], unit_expected[i], 1e-6);
+    EXPECT_NEAR(scaled[i], scaled_expected[i], 1e-5);
+  }
 }
 
 TEST(ApplyOptions, ZeroPrefixStaysZero) {
-  const std::vector<float> row = {0.0f, 0.0f, 1.0f};
   RequestOptions options;
   options.dimensions = 2;
-  std::vector<float> out(2, -1.0f);
-  ApplyOptions(options, row.data(), 3, 1.0f, out.data());
-  EXPECT_EQ(out, (std::vector<float>{0.0f, 0.0f}));
+  EXPECT_EQ(Applied(options, {0.0f, 0.0f, 1.0f}, 1.0f), (std::vector<float>{0.0f, 0.0f}));
 }
 
 }  // namespace
