@@ -9,7 +9,7 @@ clients, with the batch sizes the embedder executed read from Triton's
 statistics API:
 - shipped: each request padded to its own longest text; ragged batching
   merges requests of different lengths; the embedder sorts the merged rows by
-  length and runs groups of at most `rows_per_run` rows;
+  length and runs groups of at most `tokens_per_run` padded tokens;
 - without ragged batching: Triton merges only requests of equal shape;
 - one run per execute: the merged rows padded to the longest of them all.
 
@@ -139,7 +139,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="padding_effect_") as workdir:
         schemes = {
-            "shipped: ragged batching, length-sorted groups of <= rows_per_run": ONNX_RUNTIME_REPOSITORIES,
+            "shipped: ragged batching, length-sorted groups of <= tokens_per_run": ONNX_RUNTIME_REPOSITORIES,
             "without ragged batching (equal shapes merge only)": [
                 repository_variant(
                     Path(workdir) / "no_ragged",
@@ -150,7 +150,7 @@ def main() -> None:
             "ragged batching, one run per execute (pad to longest)": [
                 repository_variant(
                     Path(workdir) / "one_run",
-                    {"embedder": set_parameter("rows_per_run", "1000000")},
+                    {"embedder": set_parameter("tokens_per_run", "100000000")},
                     ONNX_RUNTIME_REPOSITORIES,
                 )
             ],

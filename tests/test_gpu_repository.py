@@ -83,7 +83,7 @@ def test_torch_embedder_runs_on_gpu_instances() -> None:
     assert [group.kind for group in config.instance_group] == [
         model_config_pb2.ModelInstanceGroup.KIND_GPU
     ]
-    assert int(config.parameters["rows_per_run"].string_value) >= 1
+    assert int(config.parameters["tokens_per_forward"].string_value) >= 1
 
 
 def test_tensorrt_embedder_checks_on_cpu_in_front_of_the_engine() -> None:

@@ -15,7 +15,7 @@ from embedding_client.errors import ERROR_KINDS, InvalidInputError
 from model_common.admission import pending_requests
 from model_common.errors import ErrorKind, error_message
 from model_common.options import BIT_PACKED, OPTION_DEFAULTS, ROW_DTYPES, ROW_FORMATS, option_error
-from model_common.rows import Embeddings, embed_in_groups, groups_by_rows, groups_by_tokens
+from model_common.rows import Embeddings, embed_in_groups, groups_by_tokens
 from model_common.text_options import Prompts, TextOptions, text_options
 from model_common.tokens import TokenLimits, stack_tokens, token_error
 
@@ -147,27 +147,6 @@ def test_pending_requests_reads_the_models_gauge_over_its_versions() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rows", "rows_per_run", "sizes"),
-    [
-        (8, 16, [8]),
-        (1, 16, [1]),
-        (40, 16, [14, 13, 13]),
-        (3, 2, [2, 1]),
-    ],
-)
-def test_groups_by_rows_cut_equal_groups_within_bounds(
-    rows: int, rows_per_run: int, sizes: list[int]
-) -> None:
-    lengths = np.arange(rows)[::-1] % 7 + 1
-    groups = groups_by_rows(lengths, rows_per_run)
-    assert [len(group) for group in groups] == sizes
-    order = np.concatenate(groups)
-    assert sorted(order.tolist()) == list(range(rows))
-    # Each group holds rows no longer than the next group's.
-    assert list(lengths[order]) == sorted(lengths)
-
-
-@pytest.mark.parametrize(
     ("lengths", "parallel_runs", "sizes"),
     [
         # 8 texts of 256 tokens: 4 to a run of 1024 tokens.
@@ -215,9 +194,9 @@ def test_embed_in_groups_trims_each_group_and_keeps_row_order() -> None:
         return out
 
     embedding, norm = embed_in_groups(
-        ids, mask, 2, lambda lengths: groups_by_rows(lengths, 2), run_groups
+        ids, mask, 2, lambda lengths: groups_by_tokens(lengths, 8, 2), run_groups
     )
-    assert seen == [(2, 2), (2, 4)]  # [4], [5, 6] then [1, 2, 3], [7..10]
+    assert seen == [(2, 4), (2, 2)]  # [7..10], [1, 2, 3] then [5, 6], [4]
     np.testing.assert_array_equal(embedding[:, 0], [1, 4, 5, 7])
     np.testing.assert_array_equal(norm[:, 0], [3, 1, 2, 4])
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
 from harness.gateway import running_gateway
 from harness.priority import BULK
 from harness.server import RunningServer
+from perf.grouping import groups_by_rows
 from perf.infinity import write_openai_input_data
 from perf.perf_analyzer import (
     Measurement,
@@ -245,3 +247,24 @@ def test_openai_service_kind_measures_the_gateway(
         assert measurement.sentences_per_sec > 0
         assert 0 < measurement.p50_ms <= measurement.p99_ms
     assert _embedder_successes(triton_server) > before
+
+
+@pytest.mark.parametrize(
+    ("rows", "rows_per_run", "sizes"),
+    [
+        (8, 16, [8]),
+        (1, 16, [1]),
+        (40, 16, [14, 13, 13]),
+        (3, 2, [2, 1]),
+    ],
+)
+def test_groups_by_rows_cut_equal_groups_within_bounds(
+    rows: int, rows_per_run: int, sizes: list[int]
+) -> None:
+    lengths = np.arange(rows)[::-1] % 7 + 1
+    groups = groups_by_rows(lengths, rows_per_run)
+    assert [len(group) for group in groups] == sizes
+    order = np.concatenate(groups)
+    assert sorted(order.tolist()) == list(range(rows))
+    # Each group holds rows no longer than the next group's.
+    assert list(lengths[order]) == sorted(lengths)

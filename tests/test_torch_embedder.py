@@ -1,6 +1,7 @@
-"""The PyTorch embedder's encoder (model_repository/torch_gpu) against the
-exported ONNX graph, both on CPU in float32: same texts, same token ids, the
-embeddings must agree (cosine >= 0.9999) and so must the norms.
+"""The PyTorch embedder's packed encoder (model_repository/torch_gpu)
+against the exported ONNX graph, both on CPU in float32: same texts, same
+token ids, the embeddings must agree (cosine >= 0.9999) and so must the
+norms.
 
 torch exists only in .venv-export, so the PyTorch side runs there as a
 subprocess (tests/torch_reference.py); ONNX Runtime runs in this process.
@@ -41,6 +42,10 @@ EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 TORCH_REFERENCE = Path(__file__).resolve().parent / "torch_reference.py"
 MIN_COSINE = 0.9999
 MIN_COSINE_FLOAT16 = 0.999
+# The served tokenizer's max length: the smallest token budget the embedder
+# accepts, below these texts' total. And one above everything.
+MAX_LENGTH = 256
+ONE_FORWARD = 1 << 20
 
 TEXTS = (
     "The quick brown fox jumps over the lazy dog.",
@@ -69,14 +74,14 @@ def _tokens(texts: tuple[str, ...]) -> Tokens:
 
 
 def _torch_embed(
-    tokens: Tokens, rows_per_run: int, device: str = "cpu"
+    tokens: Tokens, tokens_per_forward: int, device: str = "cpu"
 ) -> tuple[np.ndarray, np.ndarray]:
     export: dict[str, Any] = json.loads((ONNX_MODEL_DIR / "export.json").read_text())
     request = {
         "model_dir": export["model_dir"],
         "pooling": export["pooling"],
         "device": device,
-        "rows_per_run": rows_per_run,
+        "tokens_per_forward": tokens_per_forward,
         "input_ids": tokens[0].tolist(),
         "attention_mask": tokens[1].tolist(),
     }
@@ -120,9 +125,13 @@ def tokens() -> Tokens:
     return _tokens(TEXTS)
 
 
-@pytest.mark.parametrize("rows_per_run", [3, 64], ids=["groups-of-3", "one-group"])
-def test_torch_encoder_matches_onnx_on_cpu(tokens: Tokens, rows_per_run: int) -> None:
-    torch_embedding, torch_norm = _torch_embed(tokens, rows_per_run)
+@pytest.mark.parametrize(
+    "tokens_per_forward",
+    [MAX_LENGTH, ONE_FORWARD],
+    ids=["forwards-of-the-max-length", "one-forward"],
+)
+def test_torch_encoder_matches_onnx_on_cpu(tokens: Tokens, tokens_per_forward: int) -> None:
+    torch_embedding, torch_norm = _torch_embed(tokens, tokens_per_forward)
     onnx_embedding, onnx_norm = _onnx_embed_one_by_one(tokens)
     assert torch_embedding.shape == onnx_embedding.shape
     cosines = np.sum(torch_embedding * onnx_embedding, axis=1)
@@ -135,7 +144,7 @@ def test_a_row_without_attended_tokens_embeds_to_zero_like_onnx(tokens: Tokens) 
     input_ids, attention_mask = tokens
     attention_mask = attention_mask.copy()
     attention_mask[2] = 0
-    torch_embedding, torch_norm = _torch_embed((input_ids, attention_mask), 4)
+    torch_embedding, torch_norm = _torch_embed((input_ids, attention_mask), MAX_LENGTH)
     assert np.isfinite(torch_embedding).all()
     assert not torch_embedding[2].any() and torch_norm[2, 0] == 0.0
     session = ort.InferenceSession(
@@ -151,7 +160,7 @@ def test_a_row_without_attended_tokens_embeds_to_zero_like_onnx(tokens: Tokens) 
 def test_torch_encoder_in_float16_on_cuda_matches_onnx(tokens: Tokens) -> None:
     if shutil.which("nvidia-smi") is None or not Path("/dev/nvidiactl").exists():
         pytest.skip("needs a CUDA GPU: no NVIDIA driver on this machine")
-    torch_embedding, torch_norm = _torch_embed(tokens, 64, device="cuda")
+    torch_embedding, torch_norm = _torch_embed(tokens, ONE_FORWARD, device="cuda")
     onnx_embedding, onnx_norm = _onnx_embed_one_by_one(tokens)
     cosines = np.sum(torch_embedding * onnx_embedding, axis=1)
     # float16 weights and activations: a looser bound than float32's.

@@ -1,12 +1,14 @@
-"""Run the PyTorch embedder's encoder (model_repository/torch_gpu/embedder/1/
-sentence_encoder.py) on CPU for the test suite.
+"""Run the PyTorch embedder's packed encoder (model_repository/torch_gpu/
+embedder/1/packed_encoder.py, packed_rows.py) for the test suite.
 
-torch lives only in the export environment, so tests/test_torch_embedder.py
-runs this script with the export venv's python. Reads
-`{"model_dir", "pooling", "device", "rows_per_run", "input_ids", "attention_mask"}`
-(ids and mask as lists of equal-length rows; device "cpu" runs float32, "cuda"
-float16, as the Triton model does) from stdin and writes
-`{"embedding": [[...]], "norm": [[...]]}` to stdout.
+torch lives only in the export environment, so the tests run this script
+with the export venv's python. Reads a request
+`{"model_dir", "pooling", "device", "tokens_per_forward", "input_ids", "attention_mask"}`
+(ids and mask as lists of equal-length rows; device "cpu" runs float32,
+"cuda" float16, as the Triton model does), or a JSON list of them, from
+stdin and writes `{"embedding": [[...]], "norm": [[...]], "forwards": N,
+"attention": NAME}` (or a list of those, each encoder loaded once) to
+stdout. A model the encoder refuses fails the script with its message.
 """
 
 import json
@@ -19,23 +21,43 @@ ENCODER_DIR = (
 )
 
 
-def main() -> None:
-    """Reads the request, embeds it, writes the result."""
-    sys.path.insert(0, str(ENCODER_DIR))
+def embed(request: dict[str, Any], encoders: dict[tuple[str, str, str], Any]) -> dict[str, Any]:
+    """Embeds one request's rows, loading its encoder unless already loaded."""
+    import numpy as np
     import torch
-    from sentence_encoder import embed_in_groups, load_encoder
+    from packed_encoder import load_encoder
+    from packed_rows import embed_packed, forward_spans
 
-    request: dict[str, Any] = json.load(sys.stdin)
     device = torch.device(request["device"])
     dtype = torch.float16 if device.type == "cuda" else torch.float32
-    encoder = load_encoder(Path(request["model_dir"]), request["pooling"], device, dtype)
-    embedding, norm = embed_in_groups(
-        encoder,
-        torch.tensor(request["input_ids"], dtype=torch.int64),
-        torch.tensor(request["attention_mask"], dtype=torch.int64),
-        int(request["rows_per_run"]),
+    key = (request["model_dir"], request["pooling"], request["device"])
+    if key not in encoders:
+        encoders[key] = load_encoder(Path(key[0]), request["pooling"], device, dtype)
+    encoder = encoders[key]
+    input_ids = np.array(request["input_ids"], dtype=np.int64)
+    attention_mask = np.array(request["attention_mask"], dtype=np.int64)
+    budget = int(request["tokens_per_forward"])
+    embedding, norm = embed_packed(encoder, input_ids, attention_mask, budget)
+    lengths = (attention_mask != 0).sum(axis=1).tolist()
+    return {
+        "embedding": embedding.tolist(),
+        "norm": norm.tolist(),
+        "forwards": len(forward_spans(lengths, budget)),
+        "attention": encoder.attention_name,
+    }
+
+
+def main() -> None:
+    """Reads the request or requests, embeds, writes the results."""
+    sys.path.insert(0, str(ENCODER_DIR))
+    request = json.load(sys.stdin)
+    encoders: dict[tuple[str, str, str], Any] = {}
+    answer = (
+        [embed(each, encoders) for each in request]
+        if isinstance(request, list)
+        else embed(request, encoders)
     )
-    json.dump({"embedding": embedding.tolist(), "norm": norm.tolist()}, sys.stdout)
+    json.dump(answer, sys.stdout)
     sys.stdout.write("\n")
 
 

@@ -25,13 +25,6 @@ def real_lengths(attention_mask: np.ndarray) -> np.ndarray:
     return np.where(attended.any(axis=1), last, 1)
 
 
-def groups_by_rows(lengths: np.ndarray, rows_per_run: int) -> list[np.ndarray]:
-    """Row indices sorted by length, cut into the fewest groups of equal
-    size with at most rows_per_run rows each."""
-    order = np.argsort(lengths, kind="stable")
-    return np.array_split(order, -(-len(order) // rows_per_run))
-
-
 def groups_by_tokens(
     lengths: np.ndarray, tokens_per_run: int, parallel_runs: int
 ) -> list[np.ndarray]:

@@ -246,22 +246,37 @@ def in_process_tables(runs: Sequence[Run]) -> list[str]:
     in_process = _in_process(runs)
     if in_process is None:
         return ["Not measured in these runs."]
+    # Runs of the packed encoder also record its token budget's forwards.
+    packed = all("tokens_per_forward" in row for row in in_process["throughput"])
+    host = (
+        "embed_packed as the embedder runs it, with tokens and host-thread CPU ms per forward"
+        if packed
+        else "embed_in_groups as the embedder runs it"
+    )
+    extra_names, extra_rule = (
+        (" tokens per forward | CPU ms per forward |", "---|---|") if packed else ("", "")
+    )
     lines = [
         f"Float16 matrix product (8192 cubed) on this GPU: {in_process['matmul_tflops']:.0f} "
         "TFLOP/s; MFU here and above is against the data-sheet dense float16 peak, "
         f"{in_process['dense_fp16_peak_tflops']:.0f} TFLOP/s. Forward: token ids already on "
-        "the GPU, CUDA events; host to host: embed_in_groups as the embedder runs it.",
+        f"the GPU, CUDA events; host to host: {host}.",
         "",
         "| shape | rows | tokens per row | forward ms | forward tokens/s | forward MFU "
-        "| host-to-host ms | host-to-host tokens/s | host-to-host MFU |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| host-to-host ms | host-to-host tokens/s | host-to-host MFU |{extra_names}",
+        f"|---|---|---|---|---|---|---|---|---|{extra_rule}",
     ]
     for row in in_process["throughput"]:
+        extra = (
+            f" {row['tokens_per_forward']:.0f} | {row['cpu_ms_per_forward']:.2f} |"
+            if packed
+            else ""
+        )
         lines.append(
             f"| {row['shape']} | {row['rows']} | {row['length']} | {row['forward_ms']:.2f} "
             f"| {_tokens(row['forward_tokens_per_s'])} | {row['forward_mfu']:.1%} "
             f"| {row['host_to_host_ms']:.2f} | {_tokens(row['host_to_host_tokens_per_s'])} "
-            f"| {row['host_to_host_mfu']:.1%} |"
+            f"| {row['host_to_host_mfu']:.1%} |{extra}"
         )
     lines += [
         "",

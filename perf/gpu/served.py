@@ -60,7 +60,7 @@ class ServerSetup:
     shape: str
     embedder_instances: int
     tokenizer_instances: int
-    rows: int  # the embedder's max_batch_size and rows_per_run
+    rows: int  # the embedder's max_batch_size: rows per execution
     workloads: tuple[Kind, ...]
 
     @property
@@ -90,7 +90,6 @@ def _embedder_config(setup: ServerSetup, device: Device) -> ConfigEdit:
         )
         group.count = setup.embedder_instances
         config.max_batch_size = setup.rows
-        config.parameters["rows_per_run"].string_value = str(setup.rows)
 
     return edit
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnxruntime as ort
-from model_common.rows import Embeddings, Tokens, groups_by_rows
+from model_common.rows import Embeddings, Tokens, groups_by_tokens
 from model_common.triton import GroupedEmbedder
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
@@ -23,7 +23,7 @@ _RUN_ERRORS = (Fail, InvalidArgument, RuntimeException)
 class TritonPythonModel(GroupedEmbedder):
     def initialize(self, args: dict[str, str]) -> None:
         setup = self._set_up(args, _RUN_ERRORS)
-        self._rows_per_run = setup.integer("rows_per_run")
+        self._tokens_per_run = setup.integer("tokens_per_run")
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = setup.integer("intra_op_num_threads")
@@ -34,7 +34,8 @@ class TritonPythonModel(GroupedEmbedder):
         )
 
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
-        return groups_by_rows(lengths, self._rows_per_run)
+        # One session runs the groups in turn: no parallel runs to feed.
+        return groups_by_tokens(lengths, self._tokens_per_run, 1)
 
     def _run_groups(self, groups: Sequence[Tokens]) -> list[Embeddings]:
         results = []

@@ -1,40 +1,49 @@
 """Triton Python model: token ids -> unit-length embedding and its norm, on
-PyTorch (sentence_encoder.py beside this file): float16 on the instance's GPU,
-float32 on CPU.
+PyTorch with packed rows (packed_encoder.py, packed_rows.py beside this
+file): float16 on the instance's GPU, float32 on CPU.
 
 Same contract and request-level behaviour as the ONNX embedder
-(model_repository/onnx_cpu/embedder): ragged requests share one execute call,
-their rows are sorted by real length and run in groups of at most
-rows_per_run, each cut to its own longest row; limits and bad tokens fail
-only their own request. The weights are the HuggingFace checkpoint the ONNX
-export was made from (model_dir in 1/export.json, which export/export_onnx.py
-writes here).
+(model_repository/onnx_cpu/embedder): ragged requests share one execute
+call; limits and bad tokens fail only their own request. The call's rows
+run without padding, in forwards of at most tokens_per_forward tokens. The
+weights are the HuggingFace checkpoint the ONNX export was made from
+(model_dir in 1/export.json, which export/export_onnx.py writes here).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 from model_common.embedder_setup import EmbedderSetup
-from model_common.tokens import stack_tokens
-from model_common.triton import Tokens, embedding_response, read_tokens, respond_in_order
-from sentence_encoder import embed_in_groups, load_encoder
+from model_common.triton import embed_execute
+from packed_encoder import load_encoder
+from packed_rows import embed_packed
+
+# A warm-up forward at load: on CUDA it compiles the encoder's blocks, so
+# the first request does not wait for it and a compile failure fails the load.
+_WARM_UP_ROWS = 4
 
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
-        # One CPU thread per instance: the host work here (padding, sorting,
-        # copies) is small, and instances that each started a thread per
-        # core starved one another beside the tokenizer's on a GPU host
+        # One CPU thread per instance: the host work here (packing, copies)
+        # is small, and instances that each started a thread per core
+        # starved one another beside the tokenizer's on a GPU host
         # (perf/results/h100/report.md).
         torch.set_num_threads(1)
         setup = EmbedderSetup.from_args(args)
         record = setup.record
         self._dims = setup.dims
         self._limits = setup.limits
-        self._rows_per_run = setup.integer("rows_per_run")
+        self._tokens_per_forward = setup.integer("tokens_per_forward")
+        if self._tokens_per_forward < record.max_seq_length:
+            raise ValueError(
+                f"tokens_per_forward {self._tokens_per_forward} is below the model's "
+                f"max_seq_length {record.max_seq_length}: a full row would exceed one forward"
+            )
         if args["model_instance_kind"] == "GPU":
             device = torch.device("cuda", int(args["model_instance_device_id"]))
             dtype = torch.float16
@@ -43,23 +52,17 @@ class TritonPythonModel:
         self._encoder = load_encoder(
             Path(str(record.fields["model_dir"])), str(record.fields["pooling"]), device, dtype
         )
+        ids = np.full((_WARM_UP_ROWS, record.max_seq_length), 1, np.int64)
+        self._embed_rows(ids, np.ones_like(ids))
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
-        checked = [read_tokens(request, self._limits, self._dims) for request in requests]
-        return respond_in_order(checked, self._embed_requests)
+        # No run errors to isolate: the token checks already refused any
+        # request whose values the encoder could not take.
+        return embed_execute(requests, self._limits, self._dims, self._embed_rows, ())
 
-    def _embed_requests(self, batch: list[Tokens]) -> list[pb_utils.InferenceResponse]:
-        input_ids, attention_mask = stack_tokens(batch)
-        embedding, norm = embed_in_groups(
-            self._encoder,
-            torch.from_numpy(input_ids),
-            torch.from_numpy(attention_mask),
-            self._rows_per_run,
-        )
-        sizes = [rows.shape[0] for rows, _ in batch]
-        return [
-            embedding_response(rows.numpy(), row_norms.numpy())
-            for rows, row_norms in zip(embedding.split(sizes), norm.split(sizes), strict=True)
-        ]
+    def _embed_rows(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return embed_packed(self._encoder, input_ids, attention_mask, self._tokens_per_forward)

@@ -1,24 +1,23 @@
-"""A BERT sentence encoder in plain PyTorch: token ids -> unit-length
-embedding and the pooled vector's norm, the same two outputs as the exported
-ONNX graph (export/export_onnx.py).
-
-It loads a HuggingFace BERT checkpoint (config.json + model.safetensors) and
-runs it with query, key and value fused into one matmul and attention through
-torch's scaled_dot_product_attention, in float16 on a GPU or float32 on CPU.
-No Triton import: model.py serves it, the tests run it on CPU.
+"""The torch_gpu embedder's encoder before packing, kept as the GPU kit's
+in-process baseline (perf/gpu/inprocess.py): a BERT sentence encoder in
+plain PyTorch that runs rows padded in length-sorted groups, query, key and
+value fused into one matmul, attention through scaled_dot_product_attention
+with a padding mask. Token ids -> unit-length embedding and the pooled
+vector's norm, from a HuggingFace BERT checkpoint (config.json +
+model.safetensors).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from safetensors.torch import load_file
 from torch import nn
 from torch.nn import functional
+
+from perf.gpu.embedder_code import packed_modules
 
 Pooling = Literal["mean", "cls"]
 
@@ -28,55 +27,18 @@ Pooling = Literal["mean", "cls"]
 _MASKED_SCORE = -10000.0
 
 
-@dataclass(frozen=True)
-class BertShape:
-    """The parts of a BERT config.json this encoder needs."""
-
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-    max_positions: int
-    layer_norm_eps: float
-
-    @classmethod
-    def from_config(cls, config: dict[str, object]) -> BertShape:
-        """Reads a HuggingFace BertConfig dict, rejecting variants this encoder
-        would compute differently."""
-        unsupported = {
-            key: config.get(key)
-            for key, expected in (
-                ("hidden_act", "gelu"),
-                ("position_embedding_type", "absolute"),
-            )
-            if config.get(key, expected) != expected
-        }
-        if unsupported:
-            raise ValueError(f"unsupported BERT config values {unsupported}")
-        return cls(
-            vocab_size=int(config["vocab_size"]),
-            hidden_size=int(config["hidden_size"]),
-            num_layers=int(config["num_hidden_layers"]),
-            num_heads=int(config["num_attention_heads"]),
-            intermediate_size=int(config["intermediate_size"]),
-            max_positions=int(config["max_position_embeddings"]),
-            layer_norm_eps=float(config["layer_norm_eps"]),
-        )
-
-
 class EncoderLayer(nn.Module):
     """One post-norm BERT layer: self-attention, then the feed-forward block."""
 
-    def __init__(self, shape: BertShape) -> None:
+    def __init__(self, shape: Any) -> None:  # packed_encoder.EncoderShape
         super().__init__()
         self.num_heads = shape.num_heads
         self.qkv = nn.Linear(shape.hidden_size, 3 * shape.hidden_size)
-        self.attention_out = nn.Linear(shape.hidden_size, shape.hidden_size)
+        self.attention_dense = nn.Linear(shape.hidden_size, shape.hidden_size)
         self.attention_norm = nn.LayerNorm(shape.hidden_size, eps=shape.layer_norm_eps)
-        self.ffn_in = nn.Linear(shape.hidden_size, shape.intermediate_size)
-        self.ffn_out = nn.Linear(shape.intermediate_size, shape.hidden_size)
-        self.ffn_norm = nn.LayerNorm(shape.hidden_size, eps=shape.layer_norm_eps)
+        self.inner = nn.Linear(shape.hidden_size, shape.intermediate_size)
+        self.outer = nn.Linear(shape.intermediate_size, shape.hidden_size)
+        self.output_norm = nn.LayerNorm(shape.hidden_size, eps=shape.layer_norm_eps)
 
     def forward(self, hidden: torch.Tensor, score_bias: torch.Tensor) -> torch.Tensor:
         rows, length, width = hidden.shape
@@ -85,15 +47,15 @@ class EncoderLayer(nn.Module):
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         context = functional.scaled_dot_product_attention(query, key, value, attn_mask=score_bias)
         context = context.transpose(1, 2).reshape(rows, length, width)
-        hidden = self.attention_norm(hidden + self.attention_out(context))
-        feed_forward = self.ffn_out(functional.gelu(self.ffn_in(hidden)))
-        return self.ffn_norm(hidden + feed_forward)
+        hidden = self.attention_norm(hidden + self.attention_dense(context))
+        feed_forward = self.outer(functional.gelu(self.inner(hidden)))
+        return self.output_norm(hidden + feed_forward)
 
 
 class SentenceEncoder(nn.Module):
     """BERT encoder + pooling + L2 normalization."""
 
-    def __init__(self, shape: BertShape, pooling: Pooling) -> None:
+    def __init__(self, shape: Any, pooling: Pooling) -> None:  # packed_encoder.EncoderShape
         super().__init__()
         self.pooling = pooling
         self.word_embeddings = nn.Embedding(shape.vocab_size, shape.hidden_size)
@@ -128,52 +90,17 @@ class SentenceEncoder(nn.Module):
         return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
 
 
-def _fused_state_dict(
-    checkpoint: dict[str, torch.Tensor], num_layers: int
-) -> dict[str, torch.Tensor]:
-    """Renames a HuggingFace BertModel checkpoint to SentenceEncoder's
-    parameters, fusing query/key/value and folding token type 0 into the
-    position table."""
-    # Checkpoints saved from BertFor* models prefix every name with "bert.".
-    weights = {name.removeprefix("bert."): tensor for name, tensor in checkpoint.items()}
-    state = {
-        "word_embeddings.weight": weights["embeddings.word_embeddings.weight"],
-        "position_embeddings.weight": weights["embeddings.position_embeddings.weight"]
-        + weights["embeddings.token_type_embeddings.weight"][0],
-        "embedding_norm.weight": weights["embeddings.LayerNorm.weight"],
-        "embedding_norm.bias": weights["embeddings.LayerNorm.bias"],
-    }
-    renamed = {
-        "attention_out": "attention.output.dense",
-        "attention_norm": "attention.output.LayerNorm",
-        "ffn_in": "intermediate.dense",
-        "ffn_out": "output.dense",
-        "ffn_norm": "output.LayerNorm",
-    }
-    for index in range(num_layers):
-        source = f"encoder.layer.{index}."
-        target = f"layers.{index}."
-        for kind in ("weight", "bias"):
-            state[f"{target}qkv.{kind}"] = torch.cat(
-                [
-                    weights[f"{source}attention.self.{part}.{kind}"]
-                    for part in ("query", "key", "value")
-                ]
-            )
-            for ours, theirs in renamed.items():
-                state[f"{target}{ours}.{kind}"] = weights[f"{source}{theirs}.{kind}"]
-    return state
-
-
 def load_encoder(
     model_dir: Path, pooling: Pooling, device: torch.device, dtype: torch.dtype
 ) -> SentenceEncoder:
     """Loads the BERT checkpoint in model_dir (config.json, model.safetensors)
     for inference on device in dtype; the outputs stay float32."""
-    shape = BertShape.from_config(json.loads((model_dir / "config.json").read_text()))
+    packed_encoder, _ = packed_modules()
+    shape = packed_encoder.EncoderShape.read(model_dir / "config.json")
     checkpoint = load_file(str(model_dir / "model.safetensors"))
     encoder = SentenceEncoder(shape, pooling)
-    encoder.load_state_dict(_fused_state_dict(checkpoint, shape.num_layers))
+    # The shipped encoder's parameter names, so its renaming of the checkpoint serves both.
+    encoder.load_state_dict(packed_encoder.fused_state_dict(checkpoint, shape.num_layers))
     return encoder.to(device=device, dtype=dtype).eval()
 
 

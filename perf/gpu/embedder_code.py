@@ -1,0 +1,20 @@
+"""The shipped GPU embedder's code (model_repository/torch_gpu), imported by
+the kit as the Triton stub imports it: its version folder on the path."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from functools import cache
+from types import ModuleType
+
+from server.paths import MODEL_REPOSITORY
+
+ENCODER_DIR = MODEL_REPOSITORY / "torch_gpu" / "embedder" / "1"
+
+
+@cache
+def packed_modules() -> tuple[ModuleType, ModuleType]:
+    """packed_encoder and packed_rows from the embedder's version folder."""
+    sys.path.insert(0, str(ENCODER_DIR))
+    return importlib.import_module("packed_encoder"), importlib.import_module("packed_rows")
