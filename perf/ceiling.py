@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
+from model_common.tokens import pad_rows
 from tokenizers import Tokenizer
 
 from perf.workloads import Workload
@@ -120,13 +121,7 @@ def tokenize(tokenizer: Tokenizer, requests: Sequence[Sequence[str]]) -> list[Ba
     batches = []
     for texts in requests:
         encodings = tokenizer.encode_batch(list(texts))
-        width = max(len(encoding.ids) for encoding in encodings)
-        input_ids = np.zeros((len(encodings), width), np.int64)
-        attention_mask = np.zeros((len(encodings), width), np.int64)
-        for row, encoding in enumerate(encodings):
-            input_ids[row, : len(encoding.ids)] = encoding.ids
-            attention_mask[row, : len(encoding.ids)] = encoding.attention_mask
-        batches.append(Batch(input_ids, attention_mask))
+        batches.append(Batch(*pad_rows([encoding.ids for encoding in encodings])))
     if not batches:
         raise ValueError("the workload has no requests")
     return batches

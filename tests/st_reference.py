@@ -10,10 +10,10 @@ L2-normalized embeddings (one list of floats per text) to stdout. A request may 
 from one process.
 """
 
-import json
 import os
-import sys
 from typing import Any
+
+from reference_jobs import answer_requests
 
 
 def embed(request: dict[str, Any], models: dict[str, Any]) -> list[list[float]]:
@@ -38,15 +38,7 @@ def embed(request: dict[str, Any], models: dict[str, Any]) -> list[list[float]]:
 
 def main() -> None:
     """Reads the request or requests, writes the embeddings."""
-    request = json.load(sys.stdin)
-    models: dict[str, Any] = {}
-    answer = (
-        [embed(each, models) for each in request]
-        if isinstance(request, list)
-        else embed(request, models)
-    )
-    json.dump(answer, sys.stdout)
-    sys.stdout.write("\n")
+    answer_requests(embed)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from model_common.tokens import pad_rows
 from tokenizers import Tokenizer
 
 from server.paths import ONNX_MODEL_DIR, REPO_ROOT, TOKENIZER_JSON
@@ -66,14 +67,7 @@ class Model:
         tokenizer = Tokenizer.from_file(str(self.tokenizer_json))
         tokenizer.enable_truncation(self.max_length)
         tokenizer.no_padding()
-        encodings = tokenizer.encode_batch(list(texts))
-        width = max(len(encoding.ids) for encoding in encodings)
-        input_ids = np.zeros((len(texts), width), np.int64)
-        attention_mask = np.zeros((len(texts), width), np.int64)
-        for row, encoding in enumerate(encodings):
-            input_ids[row, : len(encoding.ids)] = encoding.ids
-            attention_mask[row, : len(encoding.ids)] = 1
-        return input_ids, attention_mask
+        return pad_rows([encoding.ids for encoding in tokenizer.encode_batch(list(texts))])
 
 
 def _run(script: str, request: Any) -> subprocess.CompletedProcess[str]:

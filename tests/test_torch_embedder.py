@@ -22,6 +22,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
+from model_common.tokens import pad_rows
 from tokenizers import Tokenizer
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
@@ -64,13 +65,7 @@ Tokens = tuple[np.ndarray, np.ndarray]
 def _tokens(texts: tuple[str, ...]) -> Tokens:
     """Ids and mask as a request carries them: padded to the longest row."""
     encodings = Tokenizer.from_file(str(TOKENIZER_JSON)).encode_batch(list(texts))
-    width = max(len(encoding.ids) for encoding in encodings)
-    input_ids = np.zeros((len(texts), width), np.int64)
-    attention_mask = np.zeros((len(texts), width), np.int64)
-    for row, encoding in enumerate(encodings):
-        input_ids[row, : len(encoding.ids)] = encoding.ids
-        attention_mask[row, : len(encoding.ids)] = 1
-    return input_ids, attention_mask
+    return pad_rows([encoding.ids for encoding in encodings])
 
 
 def _torch_embed(

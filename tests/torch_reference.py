@@ -11,10 +11,11 @@ stdin and writes `{"embedding": [[...]], "norm": [[...]], "forwards": N,
 stdout. A model the encoder refuses fails the script with its message.
 """
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from reference_jobs import answer_requests
 
 ENCODER_DIR = (
     Path(__file__).resolve().parent.parent / "model_repository" / "torch_gpu" / "embedder" / "1"
@@ -50,15 +51,7 @@ def embed(request: dict[str, Any], encoders: dict[tuple[str, str, str], Any]) ->
 def main() -> None:
     """Reads the request or requests, embeds, writes the results."""
     sys.path.insert(0, str(ENCODER_DIR))
-    request = json.load(sys.stdin)
-    encoders: dict[tuple[str, str, str], Any] = {}
-    answer = (
-        [embed(each, encoders) for each in request]
-        if isinstance(request, list)
-        else embed(request, encoders)
-    )
-    json.dump(answer, sys.stdout)
-    sys.stdout.write("\n")
+    answer_requests(embed)
 
 
 if __name__ == "__main__":
