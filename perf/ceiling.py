@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
-from model_common.tokens import pad_rows
+from embedding_client.batching import pad_rows
 from tokenizers import Tokenizer
 
 from perf.workloads import Workload

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from model_common.tokens import pad_rows
+from embedding_client.batching import pad_rows
 from tokenizers import Tokenizer
 
 from server.paths import ONNX_MODEL_DIR, REPO_ROOT, TOKENIZER_JSON

@@ -22,7 +22,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
-from model_common.tokens import pad_rows
+from embedding_client.batching import pad_rows
 from tokenizers import Tokenizer
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException

@@ -4,7 +4,6 @@ with the same messages whatever runs the model."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,18 +55,6 @@ def token_error(
             f"token ids must lie in [0, {limits.vocab_size}), got [{low}, {high}]",
         )
     return None
-
-
-def pad_rows(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of token ids as the embedders take them: padded on the right to
-    the longest row with id 0 and mask 0."""
-    width = max(len(row) for row in rows)
-    input_ids = np.zeros((len(rows), width), dtype=np.int64)
-    attention_mask = np.zeros((len(rows), width), dtype=np.int64)
-    for index, row in enumerate(rows):
-        input_ids[index, : len(row)] = row
-        attention_mask[index, : len(row)] = 1
-    return input_ids, attention_mask
 
 
 def stack_tokens(batch: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

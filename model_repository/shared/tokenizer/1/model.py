@@ -17,13 +17,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import triton_python_backend_utils as pb_utils
 from model_common.admission import METRICS_URL_VARIABLE, BacklogGate
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
 from model_common.record import ExportRecord
 from model_common.text_options import TRUNCATION_DIRECTIONS, Prompts, TextOptions, text_options
-from model_common.tokens import pad_rows
 from model_common.triton import invalid
 from tokenizers import Encoding, Tokenizer
 
@@ -69,6 +69,16 @@ def _decode_texts(
                 )
             )
     return texts, options
+
+
+def _pad(encodings: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
+    length = max(len(encoding.ids) for encoding in encodings)
+    input_ids = np.zeros((len(encodings), length), dtype=np.int64)
+    attention_mask = np.zeros((len(encodings), length), dtype=np.int64)
+    for row, encoding in enumerate(encodings):
+        input_ids[row, : len(encoding.ids)] = encoding.ids
+        attention_mask[row, : len(encoding.ids)] = 1
+    return input_ids, attention_mask
 
 
 class TritonPythonModel:
@@ -169,7 +179,7 @@ class TritonPythonModel:
                             )
                         )
                     )
-        input_ids, attention_mask = pad_rows([encoding.ids for encoding in encodings])
+        input_ids, attention_mask = _pad(encodings)
         return pb_utils.InferenceResponse(
             output_tensors=[
                 pb_utils.Tensor("INPUT_IDS", input_ids),
