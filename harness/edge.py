@@ -13,7 +13,7 @@ from harness.ports import StartError, free_loopback_ports
 from harness.server import EndpointUrls
 from server.edge import Edge, find_envoy
 from server.edge.config import EdgePorts
-from server.launch import Endpoints
+from server.launch import EXIT_TIMEOUT_S, Endpoints
 from server.tenants import read_tenants
 
 
@@ -33,15 +33,19 @@ def tenant_toml(
     rate: int = 1000,
     priority: str = "interactive",
     in_flight: int = 16,
+    texts_rate: int | None = None,
 ) -> str:
-    """One [[tenants]] table, its keys hashed."""
+    """One [[tenants]] table, its keys hashed; `texts_rate`: its
+    texts_per_second, None for none."""
     hashes = ", ".join(f'"{key_hash(key)}"' for key in keys)
     model_list = ", ".join(f'"{model}"' for model in models)
+    texts = "" if texts_rate is None else f"texts_per_second = {texts_rate}\n"
     return (
         "[[tenants]]\n"
         f'name = "{name}"\n'
         f"key_sha256 = [{hashes}]\n"
         f"requests_per_second = {rate}\n"
+        f"{texts}"
         f'priority = "{priority}"\n'
         f"max_in_flight = {in_flight}\n"
         f"models = [{model_list}]\n\n"
@@ -85,4 +89,4 @@ def running_edge(triton: Endpoints, tenants_path: Path, workdir: Path) -> Iterat
     try:
         yield RunningEdge(edge, tenants_path, Endpoints("127.0.0.1", http, grpc, admin))
     finally:
-        edge.stop()
+        edge.stop(EXIT_TIMEOUT_S)

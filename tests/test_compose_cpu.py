@@ -1,10 +1,15 @@
-"""docker-compose.yml's cpu profile for real, under Podman: the CPU image
+"""docker-compose.yml's cpu profile for real, under Podman, with the tenants
+edge in front (docker/tenants.compose.yml): the CPU image
 (docker/cpu.Dockerfile) built from this checkout, `podman-compose --profile
-cpu up -d`, then, through the containers' published loopback ports, the
-held-out parity check against sentence-transformers (gRPC and HTTP), one
-request through the gateway service, a bad request, and `podman-compose
-down` with requests in flight, which the launcher's drain inside the
-container must answer.
+cpu up -d` with a tenants file, then, through the containers' published
+loopback ports, the held-out parity check against sentence-transformers (gRPC
+and HTTP) with a tenant's key, refusals without one, one request through the
+gateway service with the key it forwards, a bad request, the per-tenant stats
+Prometheus scrapes, a key revoked by editing the file, and `podman-compose
+down` with requests in flight, which the edge and the launcher's drain inside
+the container must answer. One bring-up serves all of it: the compose file
+without the override differs only by the --tenants argument, the mount and
+the stats port (tests/test_compose.py).
 
 Podman, runc, debootstrap and podman-compose are installed where missing
 (scripts/install_podman.sh); the test is skipped, with the reason, only where
@@ -21,7 +26,10 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -32,7 +40,7 @@ import openai
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_raw
+from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client
 from tritonclient.utils import InferenceServerException
 
 from harness.compose import (
@@ -48,9 +56,10 @@ from harness.compose import (
     running_stack,
     unavailable_reason,
 )
-from harness.priority import BULK
+from harness.edge import tenant_toml
 from harness.requests import text_inputs
 from harness.server import post_status
+from server.edge.config import STATS_PATH
 from server.health import child_pids
 from server.launch import ADMIN_KEY_HEADER
 from server.paths import REPO_ROOT
@@ -59,6 +68,16 @@ pytestmark = pytest.mark.container
 
 DIMS = 384
 MODEL = "all-MiniLM-L6-v2"
+# An interactive tenant with two keys (one to revoke) and a bulk one for the
+# drain, whose long requests would outwait the interactive queue deadlines.
+KEY, SPARE_KEY, BULK_KEY = (secrets.token_urlsafe(24) for _ in range(3))
+TENANTS = tenant_toml("search", [KEY, SPARE_KEY], [MODEL]) + tenant_toml(
+    "batch", [BULK_KEY], [MODEL], priority="bulk"
+)
+REVOKED = tenant_toml("search", [KEY], [MODEL]) + tenant_toml(
+    "batch", [BULK_KEY], [MODEL], priority="bulk"
+)
+RELOAD_TIMEOUT_S = 15.0
 # The drain: bulk requests of long texts (truncated at 256 tokens), about
 # 3 s of work on 2 cores, so that many are still in flight when the server's
 # container gets SIGTERM.
@@ -91,7 +110,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
     lap("base image (debootstrap)" if made else "base image (present)")
     build_image(service, env, workdir / "build.log")
     lap("image build")
-    with running_stack(env, workdir) as running:
+    with running_stack(env, workdir, TENANTS) as running:
         lap("up until ready")
         yield running
     lap("rest")
@@ -99,20 +118,44 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
     print(f"compose cpu profile: {json.dumps(timings)}; logs in {workdir}")
 
 
+def _bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+def _client(stack: ComposeStack, protocol: str) -> Client:
+    if protocol == "grpc":
+        return grpcclient.InferenceServerClient(stack.grpc_url)
+    return httpclient.InferenceServerClient(stack.http_url)
+
+
+def _embed(stack: ComposeStack, protocol: str, key: str, texts: list[str]) -> np.ndarray:
+    module = grpcclient if protocol == "grpc" else httpclient
+    result = _client(stack, protocol).infer(MODEL, text_inputs(module, texts), headers=_bearer(key))
+    return result.as_numpy("EMBEDDING")
+
+
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_held_out_texts_match_sentence_transformers(
     stack: ComposeStack, reference_embeddings: np.ndarray, protocol: str
 ) -> None:
-    client: Client = (
-        grpcclient.InferenceServerClient(stack.grpc_url)
-        if protocol == "grpc"
-        else httpclient.InferenceServerClient(stack.http_url)
-    )
-    rows = embed_raw(client, SAMPLE_TEXTS)
+    rows = _embed(stack, protocol, KEY, SAMPLE_TEXTS)
     assert rows.shape == (len(SAMPLE_TEXTS), DIMS * 4)
     vectors = np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(SAMPLE_TEXTS), DIMS)
     cosines = np.sum(vectors * reference_embeddings, axis=1)
     assert cosines.min() >= 0.9999, dict(zip(SAMPLE_TEXTS, cosines.tolist(), strict=True))
+
+
+def test_the_edge_refuses_requests_without_a_valid_key(stack: ComposeStack) -> None:
+    texts = ["no key"]
+    grpc = grpcclient.InferenceServerClient(stack.grpc_url)
+    for headers in ({}, _bearer("not-a-key")):
+        with pytest.raises(InferenceServerException) as refused:
+            grpc.infer(MODEL, text_inputs(grpcclient, texts), headers=headers)
+        assert refused.value.status() == "StatusCode.UNAUTHENTICATED", refused.value
+    http = httpclient.InferenceServerClient(stack.http_url)
+    with pytest.raises(InferenceServerException) as refused:
+        http.infer(MODEL, text_inputs(httpclient, texts))
+    assert refused.value.status() == "401", refused.value
 
 
 def test_cpu_profile_starts_its_services_alone(stack: ComposeStack) -> None:
@@ -146,20 +189,23 @@ def _container_processes(stack: ComposeStack, service: str) -> dict[int, tuple[i
     return processes
 
 
-def test_server_runs_as_a_non_root_user_on_loopback_ports_with_the_admin_key(
+def test_server_runs_as_a_non_root_user_on_loopback_ports_behind_the_edge(
     stack: ComposeStack,
 ) -> None:
     processes = _container_processes(stack, SERVER)
     names = {name for _, name in processes.values()}
-    assert {"tritonserver", "triton_python_b"} <= names, names  # comm is cut at 15 characters
+    # comm is cut at 15 characters
+    assert {"tritonserver", "triton_python_b", "envoy"} <= names, names
     assert all(uid != 0 for uid, _ in processes.values()), processes
     for service in (SERVER, GATEWAY):
         published = stack.podman("port", stack.containers[service]).split()
         addresses = {entry.rsplit(":", 1)[0] for entry in published if ":" in entry}
         assert addresses == {"127.0.0.1"}, published
+    # The admin APIs stay inside: the edge lets no tenant reach them, whatever
+    # admin key it sends.
     index = f"http://{stack.http_url}/v2/repository/index"
-    assert post_status(index, {}) == 403
-    assert post_status(index, {ADMIN_KEY_HEADER: stack.admin_key}) == 200
+    assert post_status(index, {ADMIN_KEY_HEADER: stack.admin_key}) == 401
+    assert post_status(index, {ADMIN_KEY_HEADER: stack.admin_key, **_bearer(KEY)}) == 403
 
 
 def test_health_checks_pass(stack: ComposeStack) -> None:
@@ -174,27 +220,82 @@ def test_gateway_service_answers_an_openai_request(
 ) -> None:
     # OpenAI rejects empty strings.
     kept = [index for index, text in enumerate(SAMPLE_TEXTS) if text]
-    sdk = openai.OpenAI(
-        base_url=f"{stack.gateway_url}/v1", api_key=stack.gateway_key, max_retries=0
-    )
+    sdk = openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key=KEY, max_retries=0)
     response = sdk.embeddings.create(model=MODEL, input=[SAMPLE_TEXTS[i] for i in kept])
     vectors = np.array([item.embedding for item in response.data], dtype=np.float32)
     cosines = np.sum(vectors * reference_embeddings[kept], axis=1)
     assert cosines.min() >= 0.9999, cosines.tolist()
+    # The gateway forwards the client's key; the edge refuses a wrong one.
+    stranger = openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key="nope", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        stranger.embeddings.create(model=MODEL, input=["text"])
 
 
 def test_bad_option_is_invalid_arg(stack: ComposeStack) -> None:
     client = grpcclient.InferenceServerClient(stack.grpc_url)
     with pytest.raises(InferenceServerException) as raised:
-        client.infer("embed", text_inputs(grpcclient, ["text"]), parameters={"dimensions": 999})
+        client.infer(
+            MODEL,
+            text_inputs(grpcclient, ["text"]),
+            parameters={"dimensions": 999},
+            headers=_bearer(KEY),
+        )
     assert raised.value.status() == "StatusCode.INVALID_ARGUMENT"
     assert "invalid_parameter 'dimensions'" in raised.value.message()
 
 
+def _scrape(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
+        return reply.read().decode()
+
+
+def test_prometheus_scrapes_per_tenant_stats_and_triton_metrics(stack: ComposeStack) -> None:
+    """The published ports Prometheus scrapes: the edge's per-tenant stats
+    (after the requests above) and, as without tenants, Triton's own metrics,
+    which the autoscaling signal is computed from."""
+    stats = _scrape(stack.edge_stats_port, STATS_PATH)
+    answered = re.search(
+        r'^envoy_cluster_upstream_rq_total\{envoy_cluster_name="tenant-search-grpc"\} (\d+)',
+        stats,
+        re.M,
+    )
+    assert answered and int(answered[1]) > 0, stats[-4000:]
+    metrics = _scrape(stack.metrics_port, "/metrics")
+    assert re.search(r'^nv_inference_request_success\{model="tokenizer"', metrics, re.M), metrics[
+        -4000:
+    ]
+    # Only the stats: the admin interface that could stop Envoy stays inside.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _scrape(stack.edge_stats_port, "/quitquitquit")
+    assert refused.value.code == 404
+
+
+def test_a_key_removed_from_the_mounted_file_is_refused(stack: ComposeStack) -> None:
+    """The file replaced on the host, as an editor saves it: the edge in the
+    container sees it through the folder's mount and drops the key, without
+    a restart; the key that stays keeps working."""
+    assert _embed(stack, "grpc", SPARE_KEY, ["before"]).shape == (1, DIMS * 4)
+    stack.write_tenants(REVOKED)
+    deadline = time.monotonic() + RELOAD_TIMEOUT_S
+    while True:
+        try:
+            _embed(stack, "grpc", SPARE_KEY, ["after"])
+        except InferenceServerException as error:
+            assert error.status() == "StatusCode.UNAUTHENTICATED", error
+            break
+        assert time.monotonic() < deadline, "the revoked key is still served"
+        time.sleep(0.5)
+    assert _embed(stack, "grpc", KEY, ["still"]).shape == (1, DIMS * 4)
+
+
 def _tokenizer_answers(stack: ComposeStack) -> int:
-    client = grpcclient.InferenceServerClient(stack.grpc_url)
-    (stats,) = client.get_inference_statistics("tokenizer", as_json=True)["model_stats"]
-    return int(stats["inference_stats"].get("success", {}).get("count", 0))
+    """From Triton's metrics: its statistics API is behind the edge."""
+    metrics = _scrape(stack.metrics_port, "/metrics")
+    found = re.search(
+        r'^nv_inference_request_success\{model="tokenizer"[^}]*\} (\d+)', metrics, re.M
+    )
+    assert found, metrics[-4000:]
+    return int(found[1])
 
 
 def _logged_at(log: str, message: str) -> float:
@@ -208,19 +309,19 @@ def _logged_at(log: str, message: str) -> float:
 
 def test_down_answers_the_requests_in_flight(stack: ComposeStack) -> None:
     """Runs last: `podman-compose down` while bulk requests are in flight.
-    The launcher in the server's container drains (ensembles unloaded, those
-    in flight finished) before tritonserver stops, so every request is
-    answered, some of them after the drain began, and the container stops on
-    its own within stop_grace_period."""
+    The launcher in the server's container stops the edge, which lets the
+    requests in flight through it finish, then drains Triton and stops it,
+    so every request is answered, some of them after the stop began, and the
+    container stops on its own within stop_grace_period."""
     texts = [f"{index}. {LONG_TEXT}" for index in range(TEXTS_PER_REQUEST)]
 
     def call() -> tuple[str, float]:
         client = grpcclient.InferenceServerClient(stack.grpc_url)
         try:
             client.infer(
-                "embed",
+                MODEL,
                 text_inputs(grpcclient, texts),
-                priority=BULK,
+                headers=_bearer(BULK_KEY),
                 client_timeout=CLIENT_TIMEOUT_S,
             )
         except InferenceServerException as error:
@@ -241,10 +342,11 @@ def test_down_answers_the_requests_in_flight(stack: ComposeStack) -> None:
     statuses = [status for status, _ in outcomes]
     assert statuses == ["OK"] * IN_FLIGHT, statuses
     log = stack.log_path(SERVER).read_text(errors="replace")
-    draining = _logged_at(log, "launcher: draining")
+    stopping = _logged_at(log, "launcher: stopping the edge")
+    _logged_at(log, "launcher: draining")
     _logged_at(log, "launcher: stopping tritonserver")
-    after = sum(answered > draining for _, answered in outcomes)
-    assert after > 0, "every request finished before the drain began: nothing was tested"
+    after = sum(answered > stopping for _, answered in outcomes)
+    assert after > 0, "every request finished before the stop began: nothing was tested"
     grace = compose_file()["services"][SERVER]["stop_grace_period"]
     assert down_s < float(grace.removesuffix("s")), f"down took {down_s:.1f} s: killed?"
     assert not stack.labelled("container") and not stack.labelled("network")

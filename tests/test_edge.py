@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +32,8 @@ from harness.priority import BULK, INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
 from server.edge import TenantsWatcher
+from server.edge.config import REQUESTS_QUOTA_MESSAGE, TEXTS_QUOTA_MESSAGE
+from server.launch import EXIT_TIMEOUT_S
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 SEARCH_KEY = "search-key"
@@ -42,6 +45,8 @@ LONG_BATCH = ["a long text " * 40] * 64
 # 64 boundaries, so the edge's Lua SHA-256 is checked where it can break.
 ODD_KEYS = ["k" * n for n in (1, 55, 56, 63, 64, 119, 120, 200)]
 SLOW_RATE = 2
+TEXTS_KEY = "texts-key"
+TEXTS_RATE = 8
 
 
 def _bulk_expires_at_once(config: model_config_pb2.ModelConfig) -> None:
@@ -68,6 +73,7 @@ def tenants_text(extra: str = "") -> str:
         + tenant_toml("indexer", [INDEXER_KEY], ["embed"], priority="bulk")
         + tenant_toml("slow", [SLOW_KEY], ["embed"], rate=SLOW_RATE)
         + tenant_toml("narrow", [NARROW_KEY], ["embed"], in_flight=1)
+        + tenant_toml("texts", [TEXTS_KEY], ["embed"], texts_rate=TEXTS_RATE)
         + extra
     )
 
@@ -285,8 +291,137 @@ def test_http_rate_limit_says_when_to_retry(edge: RunningEdge, server: RunningSe
         for _ in range(SLOW_RATE + 2)
     ]
     assert [status for status, _, _ in replies[:SLOW_RATE]] == [200] * SLOW_RATE
-    for status, headers, _ in replies[SLOW_RATE:]:
+    for status, headers, body in replies[SLOW_RATE:]:
         assert status == 429 and headers["retry-after"] == "1"
+        assert body.decode() == REQUESTS_QUOTA_MESSAGE
+
+
+# Texts quota -----------------------------------------------------------------
+
+INFER = "/v2/models/embed/infer"
+TEXTS_AUTH = [("authorization", f"Bearer {TEXTS_KEY}")]
+
+
+def texts_body(count: int, rows: int | None = None) -> dict[str, object]:
+    """`count` texts, in a TEXT input whose shape says `rows` (default: count)."""
+    data = [f"text number {i}" for i in range(count)]
+    shape = [count if rows is None else rows, 1]
+    return {"inputs": [{"name": "TEXT", "shape": shape, "datatype": "BYTES", "data": data}]}
+
+
+def grpc_texts(url: str, key: str, count: int) -> tuple[str, str]:
+    """The status and message of an inference of `count` texts."""
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        texts = [f"text number {i}" for i in range(count)]
+        client.infer("embed", [text_input(texts)], headers=bearer(key))
+    except InferenceServerException as error:
+        return str(error.status()), str(error.message())
+    finally:
+        client.close()
+    return "OK", ""
+
+
+def grpc_token_ids(url: str, key: str, rows: int) -> str:
+    """The status of an inference of `rows` token-id rows (embed_tokens)."""
+    ids = np.tile(np.array([[101, 7592, 2088, 102]], dtype=np.int64), (rows, 1))
+    inputs = []
+    for name, array in (("INPUT_IDS", ids), ("ATTENTION_MASK", np.ones_like(ids))):
+        tensor = grpcclient.InferInput(name, list(array.shape), "INT64")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        client.infer("embed_tokens", inputs, headers=bearer(key))
+    except InferenceServerException as error:
+        return f"{error.status()}: {error.message()}"
+    finally:
+        client.close()
+    return "OK"
+
+
+def drain_texts(edge: RunningEdge) -> None:
+    """Empties the texts tenant's bucket with one request whose shape says
+    TEXTS_RATE texts while its data holds one: the edge counts the shape,
+    and Triton refuses it at once, so what follows within the second finds
+    the bucket empty however long inference takes on this machine."""
+    status, _, body = http_request(edge.http_url, INFER, TEXTS_AUTH, texts_body(1, TEXTS_RATE))
+    assert status == 400 and b"texts_per_second" not in body, body
+
+
+def test_a_tenant_within_its_texts_quota_is_answered(edge: RunningEdge) -> None:
+    time.sleep(1.1)  # a full bucket
+    assert grpc_texts(edge.grpc_url, TEXTS_KEY, TEXTS_RATE) == ("OK", "")
+    time.sleep(1.1)
+    # tritonclient.http: a JSON header, then the texts as binary data.
+    client = httpclient.InferenceServerClient(edge.http_url)
+    try:
+        texts = [f"text number {i}" for i in range(TEXTS_RATE)]
+        result = client.infer("embed", [text_input(texts, httpclient)], headers=bearer(TEXTS_KEY))
+    finally:
+        client.close()
+    assert result.as_numpy("EMBEDDING").shape == (TEXTS_RATE, 384 * 4)
+    # What carries no texts (readiness, metadata) takes nothing from it.
+    for _ in range(TEXTS_RATE + 1):
+        assert http_request(edge.http_url, "/v2/models/embed/ready", TEXTS_AUTH)[0] == 200
+    time.sleep(1.1)
+    assert grpc_token_ids(edge.grpc_url, TEXTS_KEY, TEXTS_RATE) == "OK"
+
+
+def test_grpc_over_the_texts_quota(edge: RunningEdge, server: RunningServer) -> None:
+    time.sleep(1.1)
+    drain_texts(edge)
+    before = embed_counts(server)
+    status, message = grpc_texts(edge.grpc_url, TEXTS_KEY, TEXTS_RATE)
+    assert status == "StatusCode.RESOURCE_EXHAUSTED" and message == TEXTS_QUOTA_MESSAGE
+    # The rows of INPUT_IDS count the same.
+    assert grpc_token_ids(edge.grpc_url, TEXTS_KEY, TEXTS_RATE) == (
+        f"StatusCode.RESOURCE_EXHAUSTED: {TEXTS_QUOTA_MESSAGE}"
+    )
+    assert embed_counts(server) == before
+
+
+def test_http_over_the_texts_quota(edge: RunningEdge, server: RunningServer) -> None:
+    time.sleep(1.1)
+    drain_texts(edge)
+    before = embed_counts(server)
+    status, headers, body = http_request(edge.http_url, INFER, TEXTS_AUTH, texts_body(TEXTS_RATE))
+    assert status == 429 and headers["retry-after"] == "1"
+    assert body.decode() == TEXTS_QUOTA_MESSAGE
+    assert embed_counts(server) == before
+
+
+def test_more_texts_than_the_quota_holds_are_refused_as_too_large(
+    edge: RunningEdge, server: RunningServer
+) -> None:
+    """They could never pass: refused as too large, not "retry later"."""
+    before = embed_counts(server)
+    too_many = f"{TEXTS_RATE + 1} texts in one request: more than this tenant's texts_per_second"
+    status, message = grpc_texts(edge.grpc_url, TEXTS_KEY, TEXTS_RATE + 1)
+    assert status == "StatusCode.INVALID_ARGUMENT" and message.startswith(too_many), message
+    tokens = grpc_token_ids(edge.grpc_url, TEXTS_KEY, TEXTS_RATE + 1)
+    assert tokens.startswith(f"StatusCode.INVALID_ARGUMENT: {too_many}"), tokens
+    status, _, body = http_request(edge.http_url, INFER, TEXTS_AUTH, texts_body(TEXTS_RATE + 1))
+    assert status == 400 and too_many in json.loads(body)["error"], body
+    assert embed_counts(server) == before
+
+
+def test_texts_the_edge_cannot_count_are_refused(edge: RunningEdge, server: RunningServer) -> None:
+    before = embed_counts(server)
+    text = {"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "data": ["one"]}
+    cases = {
+        b'{"inputs":[{"name":"TEXT","shape":[0,1],"datatype":"BYTES","data":[]}]}': "positive",
+        b'{"inputs":[{"name":"TEX\\u0054","shape":[1,1],"datatype":"BYTES","data":["a"]}]}': (
+            "escaped input names"
+        ),
+        json.dumps({"inputs": [text, text]}).encode(): "given twice",
+        json.dumps({"inputs": [{**text, "name": "OTHER"}]}).encode(): "no input TEXT",
+        json.dumps({"inputs": {"TEXT": text}}).encode(): "'inputs' must be an array",
+    }
+    for body, reason in cases.items():
+        status, _, answer = _raw_request(edge.http_url, INFER, TEXTS_AUTH, body)
+        assert status == 400 and reason in json.loads(answer)["error"], (body, answer)
+    assert embed_counts(server) == before
 
 
 def test_http_priority_is_the_tenants(edge: RunningEdge, server: RunningServer) -> None:
@@ -306,12 +441,19 @@ def test_http_priority_is_the_tenants(edge: RunningEdge, server: RunningServer) 
 
 
 def _raw_post(url: str, path: str, headers: list[tuple[str, str]], body: bytes) -> int:
+    return _raw_request(url, path, headers, body)[0]
+
+
+def _raw_request(
+    url: str, path: str, headers: list[tuple[str, str]], body: bytes
+) -> tuple[int, dict[str, str], bytes]:
     host, port = url.split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=30)
     connection.request("POST", path, body=body, headers=dict(headers))
-    status = connection.getresponse().status
+    reply = connection.getresponse()
+    result = reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read()
     connection.close()
-    return status
+    return result
 
 
 def test_http_binary_tensors_keep_working(edge: RunningEdge) -> None:
@@ -457,6 +599,46 @@ def test_the_edge_command(server: RunningServer, tmp_path: Path) -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0, log.read_text()
+
+
+def test_a_stop_takes_no_new_request_and_waits_for_those_in_flight(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    """Stopping, the edge closes its ports at once and waits for a request
+    in flight (here one whose body is still coming) as long as it takes, up
+    to the launcher's EXIT_TIMEOUT_S; then it is answered."""
+    path = tmp_path / "tenants.toml"
+    path.write_text(tenants_text())
+    with running_edge(server.endpoints, path, tmp_path / "state") as running:
+        host, port = running.http_url.split(":")
+        body = json.dumps(infer_body()).encode()
+        connection = http.client.HTTPConnection(host, int(port), timeout=EXIT_TIMEOUT_S)
+        connection.putrequest("POST", "/v2/models/embed/infer")
+        for name, value in [*bearer(SEARCH_KEY).items(), ("content-length", str(len(body)))]:
+            connection.putheader(name, value)
+        connection.endheaders(body[:10])
+        deadline = time.monotonic() + 10
+        while running.edge.requests_in_flight() == 0:
+            assert time.monotonic() < deadline, "the request never reached the edge"
+            time.sleep(0.05)
+        stopping = threading.Thread(target=running.edge.stop, args=(EXIT_TIMEOUT_S,))
+        stopping.start()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+            except ConnectionRefusedError:
+                break
+            assert time.monotonic() < deadline, "the stopping edge still takes connections"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        assert stopping.is_alive(), "the stop did not wait for the request in flight"
+        connection.send(body[10:])
+        reply = connection.getresponse()
+        assert reply.status == 200, reply.read()
+        connection.close()
+        stopping.join(timeout=EXIT_TIMEOUT_S)
+        assert not stopping.is_alive()
 
 
 def test_the_largest_request_passes_the_edge(edge: RunningEdge) -> None:

@@ -9,17 +9,23 @@ a document of a kind with no schema fails. Then what no schema checks:
 selectors select the pods they mean, named ports exist, probes ask Triton's
 health endpoints, the launcher's parser accepts the pods' arguments (the same
 as docker-compose.yml's), the grace period covers the drain, the HPA reads the
-metric the prometheus-adapter rule serves, and the balancer's Envoy
+metric the prometheus-adapter rule serves, the balancer's Envoy
 configuration points at the Triton pods (and, where Envoy is installed, Envoy
-itself accepts it). helm comes from scripts/install_helm.sh (setup.sh)."""
+itself accepts it), and, with tenants, the Secret is mounted, its edge's stats
+scraped, and an edit of the Secret, made as the kubelet makes it, revokes a
+key at a real edge. helm comes from scripts/install_helm.sh (setup.sh)."""
 
 from __future__ import annotations
 
 import argparse
 import base64
 import json
+import os
 import re
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.compose import tenants_compose_file
+from harness.edge import tenant_toml
 from harness.helm import (
     BALANCER_CONFIGMAP,
     CHART,
@@ -38,7 +46,17 @@ from harness.helm import (
     lint_chart,
     render_chart,
 )
-from server.launch import ADMIN_KEY_VARIABLE, EXIT_TIMEOUT_S, argument_parser
+from harness.server import free_loopback_endpoints
+from server.edge.config import STATS_PATH
+from server.launch import (
+    ADMIN_KEY_VARIABLE,
+    EDGE_STATS_PORT_OFFSET,
+    EDGE_STOP_MARGIN_S,
+    EXIT_TIMEOUT_S,
+    argument_parser,
+    edge_command,
+    internal_endpoints,
+)
 from server.paths import REPO_ROOT
 from server.watchdog import STOP_TIMEOUT_S
 
@@ -55,9 +73,13 @@ LAUNCHER = ["python3", "-m", "server.launch"]
 TRITON_READY = "/v2/health/ready"
 TRITON_LIVE = "/v2/health/live"
 GATEWAY_APP = REPO_ROOT / "clients" / "embedding_client" / "gateway" / "app.py"
-# What the launcher may take to stop after SIGTERM: the watchdog, the drain,
-# then tritonserver's own exit timeout.
-LAUNCHER_STOP_S = STOP_TIMEOUT_S + 2 * EXIT_TIMEOUT_S
+# What the launcher may take to stop after SIGTERM: the watchdog, the drain
+# (with tenants, the edge's within it, and Envoy's own stop), then
+# tritonserver's own exit timeout.
+LAUNCHER_STOP_S = STOP_TIMEOUT_S + 2 * EXIT_TIMEOUT_S + EDGE_STOP_MARGIN_S
+CHART_VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+# The link a Secret volume's files go through, which the kubelet re-points.
+KUBELET_DATA = "..data"
 FIXED_ENDPOINTS = [
     {"address": "10.0.0.11", "httpPort": 18000, "grpcPort": 18001},
     {"address": "10.0.0.12", "httpPort": 18010, "grpcPort": 18011},
@@ -75,6 +97,10 @@ class Variant:
 
     def paths(self) -> list[Path]:
         return [CHART / name for name in self.files]
+
+    @property
+    def tenants(self) -> bool:
+        return bool(self.values.get("tenants", {}).get("secret"))
 
 
 VARIANTS = {
@@ -95,6 +121,13 @@ VARIANTS = {
             "gateway": {"apiKeySecret": {"name": "ops-gateway-key"}},
         },
         external_secrets=frozenset({"ops-admin-key", "ops-gateway-key"}),
+    ),
+    "cpu-hpa-tenants": Variant(
+        files=("values-cpu.yaml", "values-hpa.yaml"),
+        values={"tenants": {"secret": "ops-tenants"}},
+        device="cpu",
+        autoscaling="hpa",
+        external_secrets=frozenset({"ops-tenants"}),
     ),
 }
 
@@ -258,7 +291,8 @@ def test_network_policy_admits_only_the_balancer_and_gateway(rendered: Rendered)
     assert admitted == [
         rendered.deployment(component)["spec"]["template"] for component in ("balancer", "gateway")
     ]
-    assert [port["port"] for port in metrics["ports"]] == ["metrics"]
+    scraped = ["metrics", "edge-stats"] if rendered.variant.tenants else ["metrics"]
+    assert [port["port"] for port in metrics["ports"]] == scraped
     for rule in (inference, metrics):
         assert {port["port"] for port in rule["ports"]} <= set(ports)
 
@@ -273,13 +307,14 @@ def test_triton_pods_run_the_launcher_as_compose_does(rendered: Rendered) -> Non
         _container_ports(rendered.deployment("triton")["spec"]["template"])[name]
         for name in ("http", "grpc", "metrics")
     )
-    reference = _reference_launcher_arguments(rendered.variant.device)
+    reference = _reference_launcher_arguments(rendered.variant.device, rendered.variant.tenants)
     for option in (
         "triton_home",
         "model_repository",
         "tokenizer_instances",
         "catalog",
         "served_repository",
+        "tenants",
     ):
         assert getattr(chart, option) == getattr(reference, option), option
     # Where the pod mounts the model repository and Triton may write.
@@ -296,10 +331,13 @@ def test_triton_pods_run_the_launcher_as_compose_does(rendered: Rendered) -> Non
     assert ("replicas" in rendered.deployment("triton")["spec"]) is not autoscaled
 
 
-def _reference_launcher_arguments(device: str) -> argparse.Namespace:
+def _reference_launcher_arguments(device: str, tenants: bool) -> argparse.Namespace:
     """The launcher's arguments in docker-compose.yml's GPU service, or the
-    CPU image's own CMD."""
-    if device == "gpu":
+    CPU image's own CMD; with tenants, those of docker/tenants.compose.yml."""
+    if tenants:
+        service = "triton" if device == "gpu" else "triton-cpu"
+        command = tenants_compose_file()["services"][service]["command"]
+    elif device == "gpu":
         compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
         command = compose["services"]["triton"]["command"]
     else:
@@ -433,6 +471,132 @@ def test_autoscaler_reads_the_adapter_rules_metric(rendered: Rendered) -> None:
         assert "nv_inference_queue_duration_us" in query and "by (pod)" in query
         assert trigger["metadata"]["threshold"] == str(values["targetQueueTimeUs"])
         assert scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"] == behavior
+
+
+# --- tenants -------------------------------------------------------------------
+
+
+def test_tenants_secret_puts_the_edge_in_front_and_prometheus_scrapes_it(
+    rendered: Rendered,
+) -> None:
+    """With tenants: the Secret mounted as a folder (a subPath mount never
+    sees an edit), --tenants naming its file, the edge's stats port (the
+    metrics port + 1) in the metrics Service and its ServiceMonitor, and the
+    gateway forwarding its clients' keys. Without: none of it."""
+    template = rendered.deployment("triton")["spec"]["template"]
+    container = _container(rendered, "triton")
+    ports = _container_ports(template)
+    tenants = argument_parser().parse_args(container["args"]).tenants
+    service = rendered.named("Service", f"{RELEASE}-triton-embeddings-triton-metrics")
+    gateway = _container(rendered, "gateway")
+    monitors = [
+        endpoint
+        for monitor in rendered.of_kind("ServiceMonitor")
+        for endpoint in monitor["spec"]["endpoints"]
+    ]
+    if not rendered.variant.tenants:
+        assert tenants is None and "edge-stats" not in ports
+        assert "--forward-api-key" not in gateway["command"]
+        return
+    values = rendered.variant.values["tenants"]
+    (volume,) = [v for v in template["spec"]["volumes"] if "secret" in v]
+    assert volume["secret"]["secretName"] == values["secret"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True and "subPath" not in mount
+    assert tenants == Path(mount["mountPath"], CHART_VALUES["tenants"]["secretKey"])
+    assert ports["edge-stats"] == ports["metrics"] + EDGE_STATS_PORT_OFFSET
+    (stats,) = [port for port in service["spec"]["ports"] if port["name"] == "edge-stats"]
+    assert stats["port"] == ports["edge-stats"]
+    (scrape,) = [endpoint for endpoint in monitors if endpoint["port"] == "edge-stats"]
+    assert scrape["path"] == STATS_PATH
+    assert "--forward-api-key" in gateway["command"] and "env" not in gateway
+
+
+def _write_secret_volume(folder: Path, files: dict[str, str], generation: int) -> None:
+    """The kubelet's atomic writer: the files in a new timestamped folder,
+    `..data` re-pointed to it by a rename, each file a link through `..data`,
+    the previous folder removed."""
+    version = folder / f"..2026_01_01_00_00_0{generation}.{os.getpid()}"
+    version.mkdir(parents=True)
+    for name, text in files.items():
+        (version / name).write_text(text)
+        link = folder / name
+        if not link.is_symlink():
+            link.symlink_to(Path(KUBELET_DATA, name))
+    previous = (folder / KUBELET_DATA).resolve() if (folder / KUBELET_DATA).exists() else None
+    staged = folder / f"{KUBELET_DATA}_tmp"
+    staged.symlink_to(version.name)
+    staged.replace(folder / KUBELET_DATA)
+    if previous is not None:
+        for path in previous.iterdir():
+            path.unlink()
+        previous.rmdir()
+
+
+def _status(url: str, key: str) -> int:
+    request = urllib.request.Request(url, headers={"authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def _wait_for_status(url: str, key: str, wanted: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    status = 0
+    while time.monotonic() < deadline:
+        try:
+            status = _status(url, key)
+        except (urllib.error.URLError, ConnectionError):
+            status = 0
+        if status == wanted:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{url} answered {status} to the key, not {wanted}")
+
+
+def test_editing_the_tenants_secret_revokes_a_key_at_the_edge(tmp_path: Path) -> None:
+    """The pod's launcher arguments (the tenants variant) start a real edge
+    (server.edge, as the launcher does) on a folder laid out as the kubelet
+    lays out a Secret volume; the Secret edited, as the kubelet applies an
+    edit (a symlink swap, the old files deleted), the removed key is refused
+    and the kept one still reaches the (absent) Triton."""
+    rendered = render_chart(
+        VARIANTS["cpu-hpa-tenants"].values,
+        VARIANTS["cpu-hpa-tenants"].paths(),
+        release=RELEASE,
+        namespace=NAMESPACE,
+        show_only=["templates/triton-deployment.yaml"],
+    )
+    (container,) = rendered[0]["spec"]["template"]["spec"]["containers"]
+    args = argument_parser().parse_args(container["args"])
+    secret = tmp_path / "secret"
+    kept, revoked = "kept-key", "revoked-key"
+    model = "all-MiniLM-L6-v2"
+    _write_secret_volume(secret, {args.tenants.name: tenant_toml("a", [kept, revoked], [model])}, 1)
+    # Where the pod mounts the Secret, here; the rest as the pod has it.
+    args.tenants = secret / args.tenants.name
+    args.served_repository = tmp_path / "served"
+    public = free_loopback_endpoints()
+    command = edge_command(args, public, internal_endpoints(public))
+    log_path = tmp_path / "edge.log"
+    with log_path.open("wb") as log:
+        edge = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://{public.http_address}/v2/models/{model}"
+    try:
+        # 503: through the edge to a Triton that is not there.
+        _wait_for_status(url, revoked, 503, 30.0)
+        port = public.metrics_port + EDGE_STATS_PORT_OFFSET
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{STATS_PATH}", timeout=5) as reply:
+            assert b'envoy_cluster_name="tenant-a-http"' in reply.read()
+        _write_secret_volume(secret, {args.tenants.name: tenant_toml("a", [kept], [model])}, 2)
+        _wait_for_status(url, revoked, 401, 15.0)
+        assert _status(url, kept) == 503
+    finally:
+        edge.terminate()
+        edge.wait(timeout=30)
+    assert edge.returncode == 0, log_path.read_text()[-4000:]
 
 
 # --- the balancer ------------------------------------------------------------

@@ -22,9 +22,9 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from harness.edge import tenant_toml
-from harness.ports import StartError, free_loopback_ports, wait_until_ready
+from harness.ports import StartError, wait_until_ready
 from harness.requests import text_inputs
-from harness.server import post_status
+from harness.server import free_loopback_endpoints, post_status
 from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
 from server.health import child_pids, python_stubs, server_ready
 from server.launch import (
@@ -81,16 +81,16 @@ def _start(log_path: Path, arguments: list[str]) -> Launcher:
     """`python -m server.launch` on free loopback ports with a fresh admin key
     in its environment, once ready; the default catalog's repository is
     written beside the log, so launchers side by side do not share one."""
-    http_port, grpc_port, metrics_port = free_loopback_ports(3)
+    endpoints = free_loopback_endpoints()
     admin_key = secrets.token_urlsafe(24)
     command = [
         sys.executable,
         "-m",
         "server.launch",
         "--host=127.0.0.1",
-        f"--http-port={http_port}",
-        f"--grpc-port={grpc_port}",
-        f"--metrics-port={metrics_port}",
+        f"--http-port={endpoints.http_port}",
+        f"--grpc-port={endpoints.grpc_port}",
+        f"--metrics-port={endpoints.metrics_port}",
         f"--served-repository={log_path.parent / 'served'}",
         *arguments,
     ]
@@ -103,7 +103,7 @@ def _start(log_path: Path, arguments: list[str]) -> Launcher:
             stderr=subprocess.STDOUT,
         )
     launcher = Launcher(
-        process, f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log_path, admin_key
+        process, endpoints.http_address, endpoints.grpc_address, log_path, admin_key
     )
     try:
         wait_until_ready(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from server.edge.config import EdgePorts, dynamic_files, lua_tables, routes
-from server.tenants import Tenants, parse_tenants, read_tenants
+from server.edge.config import TEXTS_FILTER, EdgePorts, dynamic_files, lua_tables, routes
+from server.tenants import MAX_TEXTS_PER_SECOND, Tenants, parse_tenants, read_tenants
 
 HASH_A = hashlib.sha256(b"key-a").hexdigest()
 HASH_B = hashlib.sha256(b"key-b").hexdigest()
@@ -25,6 +25,7 @@ models = ["all-MiniLM-L6-v2", "embed"]
 name = "indexer"
 key_sha256 = ["{HASH_B}"]
 requests_per_second = 5
+texts_per_second = 40
 priority = "bulk"
 max_in_flight = 2
 models = ["embed"]
@@ -47,12 +48,13 @@ def test_a_good_file() -> None:
     search, indexer = tenants.tenants
     assert search.key_hashes == (HASH_A,) and search.triton_priority == 1
     assert indexer.triton_priority == 2 and indexer.max_in_flight == 2
-    assert search.triton_models() == (
-        "all-MiniLM-L6-v2",
-        "all-MiniLM-L6-v2_tokens",
-        "embed",
-        "embed_tokens",
-    )
+    assert search.texts_per_second is None and indexer.texts_per_second == 40
+    assert search.triton_models() == {
+        "all-MiniLM-L6-v2": "TEXT",
+        "all-MiniLM-L6-v2_tokens": "INPUT_IDS",
+        "embed": "TEXT",
+        "embed_tokens": "INPUT_IDS",
+    }
     assert tenants.by_hash() == {HASH_A: "search", HASH_B: "indexer"}
 
 
@@ -64,12 +66,13 @@ def test_uppercase_hashes_are_the_same_key() -> None:
 
 def test_toml_syntax_error_names_the_line() -> None:
     (message,) = errors(GOOD.replace("max_in_flight = 2", "max_in_flight = = 2"))
-    assert "tenants.toml: not valid TOML" in message and "line 15" in message
+    assert "tenants.toml: not valid TOML" in message and "line 16" in message
 
 
 def test_unknown_key_names_line_and_tenant() -> None:
     (message,) = errors(GOOD.replace("max_in_flight = 2", "max_in_flight = 2\nburst = 4"))
-    assert message.startswith("tenants.toml:16: tenant 'indexer': unknown key 'burst'")
+    assert message.startswith("tenants.toml:17: tenant 'indexer': unknown key 'burst'")
+    assert "texts_per_second" in message  # among the keys it knows
 
 
 def test_unknown_top_level_key() -> None:
@@ -112,6 +115,15 @@ def test_bad_values_are_each_reported() -> None:
         assert any(needle in message and "'indexer'" in message for message in found), needle
 
 
+def test_texts_per_second_must_be_a_positive_whole_number() -> None:
+    for bad in ("0", "-3", "2.5", '"40"', "true", str(MAX_TEXTS_PER_SECOND + 1)):
+        (message,) = errors(GOOD.replace("texts_per_second = 40", f"texts_per_second = {bad}"))
+        assert message == (
+            f"tenants.toml:14: tenant 'indexer': 'texts_per_second' must be a whole number "
+            f"in 1..{MAX_TEXTS_PER_SECOND}"
+        ), bad
+
+
 def test_empty_key_list_and_empty_models() -> None:
     found = errors(GOOD.replace(f'["{HASH_B}"]', "[]").replace('models = ["embed"]', "models = []"))
     assert len(found) == 2, found
@@ -144,5 +156,12 @@ def test_rendered_config_holds_hashes_not_keys() -> None:
     files = dynamic_files(tenants, ports)
     assert "key-a" not in "".join(content for _, content in files.values())
     route_config = routes(tenants)
-    names = [route["name"] for route in route_config["virtual_hosts"][0]["routes"]]
+    tenant_routes = route_config["virtual_hosts"][0]["routes"]
+    names = [route["name"] for route in tenant_routes]
     assert names == ["tenant-search", "tenant-indexer", "open"]
+    # Only a tenant with a texts quota has a texts bucket, of that size.
+    search, indexer, _ = (route.get("typed_per_filter_config", {}) for route in tenant_routes)
+    assert TEXTS_FILTER not in search
+    (texts,) = indexer[TEXTS_FILTER]["descriptors"]
+    assert texts["token_bucket"]["max_tokens"] == 40
+    assert 'TEXTS_PER_SECOND = {["indexer"] = 40}' in tables

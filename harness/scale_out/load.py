@@ -31,7 +31,8 @@ class BackgroundLoad:
     """Requests to `url` over one gRPC channel from start() until stop():
     `concurrency` clients in a closed loop, each sending its next request
     when one returns, or else open-loop arrivals at `rate_per_s`, whatever
-    the service does."""
+    the service does. With `key`, each request carries it, as a tenant's
+    client sends it to the edge."""
 
     def __init__(
         self,
@@ -40,6 +41,8 @@ class BackgroundLoad:
         concurrency: int = 0,
         rate_per_s: float = 0.0,
         deadline_s: float = CLIENT_DEADLINE_S,
+        key: str | None = None,
+        texts_per_request: int = TEXTS_PER_REQUEST,
     ) -> None:
         if (concurrency > 0) == (rate_per_s > 0):
             raise ValueError("give either concurrency or rate_per_s")
@@ -47,8 +50,9 @@ class BackgroundLoad:
         self.concurrency = concurrency
         self.rate_per_s = rate_per_s
         self.deadline_s = deadline_s
+        self.headers = None if key is None else {"authorization": f"Bearer {key}"}
         self.outcomes: list[Outcome] = []
-        self._requests = request_texts(CYCLE_REQUESTS, TEXTS_PER_REQUEST)
+        self._requests = request_texts(CYCLE_REQUESTS, texts_per_request)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
@@ -61,7 +65,9 @@ class BackgroundLoad:
 
     async def _send(self, client: grpcaio.InferenceServerClient, index: int) -> None:
         texts = self._requests[index % len(self._requests)]
-        self.outcomes.append(await send(client, texts, INTERACTIVE, self.deadline_s))
+        self.outcomes.append(
+            await send(client, texts, INTERACTIVE, self.deadline_s, headers=self.headers)
+        )
 
     async def _worker(self, client: grpcaio.InferenceServerClient, offset: int) -> None:
         index = offset

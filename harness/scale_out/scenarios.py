@@ -2,7 +2,9 @@
 and the bounds they are held to: throughput with 1, 2 and 3 replicas, a
 replica killed, a replica hung, a rolling restart, and the autoscaling
 signal. tests/test_scale_out.py asserts the bounds; perf/scale_out.py runs
-the same scenarios and writes their figures."""
+the same scenarios and writes their figures. On replicas with their edges,
+the steady load is a tenant's, and a second tenant's flood may run beside
+it (harness/scale_out/tenants.py, tests/test_scale_out_tenants.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -177,28 +179,32 @@ def throughput(cluster: Cluster, seconds: float, warmup_s: float = 3.0) -> Throu
     runs of one setting in turn differed by a tenth. Then 3 behind one
     Envoy. Every replica is loaded in both runs, so each has the same share
     of its vCPU."""
-    (probe,) = _loaded(cluster, [cluster.replicas[:1]], seconds / 2, warmup_s, PROBE_CLIENTS)
+    (probe,) = loaded(cluster, [cluster.replicas[:1]], seconds / 2, warmup_s, PROBE_CLIENTS)
     clients = clients_per_replica(probe)
-    one, two = _loaded(
+    one, two = loaded(
         cluster, [cluster.replicas[:1], cluster.replicas[1:3]], seconds, warmup_s, clients
     )
-    (three,) = _loaded(cluster, [cluster.replicas[:3]], seconds, warmup_s, clients)
+    (three,) = loaded(cluster, [cluster.replicas[:3]], seconds, warmup_s, clients)
     return Throughputs(probe, {run.replicas: run for run in (one, two, three)})
 
 
-def _loaded(
+def loaded(
     cluster: Cluster,
     groups: Sequence[Sequence[Replica]],
     seconds: float,
     warmup_s: float,
     clients_per_replica: int,
+    key: str | None = None,
 ) -> list[Throughput]:
-    """A fresh Envoy in front of each group of replicas, all loaded at once."""
+    """A fresh Envoy in front of each group of replicas, all loaded at once
+    (with `key`, a tenant's load)."""
     replicas = [replica for group in groups for replica in group]
     with ExitStack() as stack:
         envoys = [stack.enter_context(cluster.envoy_for(group)) for group in groups]
         loads = [
-            BackgroundLoad(envoy.grpc_url, concurrency=clients_per_replica * len(group)).start()
+            BackgroundLoad(
+                envoy.grpc_url, concurrency=clients_per_replica * len(group), key=key
+            ).start()
             for envoy, group in zip(envoys, groups, strict=True)
         ]
         time.sleep(warmup_s)
@@ -254,6 +260,7 @@ class FaultResult:
     back_s: float | None  # after the fault, when Envoy routed to it again
     rates_before: dict[str, float]  # answered requests/s per pod, before the fault
     rates_after: dict[str, float]  # and once it was ejected
+    flood: list[Outcome] = field(default_factory=list)  # a second tenant's, if any
 
     @property
     def failures(self) -> Counter[str]:
@@ -290,6 +297,40 @@ def steady_rate(measured: Throughputs) -> float:
     return STEADY_SHARE_OF_TWO * two.ok / two.seconds
 
 
+@dataclass(frozen=True)
+class Flood:
+    """A second tenant's open-loop load beside the steady one."""
+
+    key: str
+    rate_per_s: float
+    texts_per_request: int
+
+
+class _Traffic:
+    """The steady load through the balancer (a tenant's, with `key`) and
+    the flood beside it, if any, from construction until stop()."""
+
+    def __init__(
+        self, cluster: Cluster, rate_per_s: float, key: str | None, flood: Flood | None
+    ) -> None:
+        url = cluster.envoy.grpc_url
+        self.steady = BackgroundLoad(url, rate_per_s=rate_per_s, key=key).start()
+        self.flood = (
+            None
+            if flood is None
+            else BackgroundLoad(
+                url,
+                rate_per_s=flood.rate_per_s,
+                key=flood.key,
+                texts_per_request=flood.texts_per_request,
+            ).start()
+        )
+
+    def stop(self) -> tuple[list[Outcome], list[Outcome]]:
+        """The steady load's outcomes and the flood's."""
+        return self.steady.stop(), [] if self.flood is None else self.flood.stop()
+
+
 def _fault(
     cluster: Cluster,
     fault: str,
@@ -297,6 +338,8 @@ def _fault(
     rate_per_s: float,
     before_s: float,
     after_s: float,
+    key: str | None,
+    flood: Flood | None,
 ) -> FaultResult:
     """Steady load; after `before_s`, SIGKILL ("kill") or SIGSTOP ("hang")
     to every process of `victim`; the load goes on for `after_s`. Then the
@@ -304,7 +347,7 @@ def _fault(
     again before this returns."""
     port = victim.endpoints.grpc_port
     watch = RouteWatch(cluster.envoy).start()
-    load = BackgroundLoad(cluster.envoy.grpc_url, rate_per_s=rate_per_s).start()
+    traffic = _Traffic(cluster, rate_per_s, key, flood)
     try:
         time.sleep(before_s)
         fault_at = time.monotonic()
@@ -323,7 +366,7 @@ def _fault(
         victim.wait_ready()
         wait_for(lambda: port in cluster.envoy.routable_ports(), timeout_s=30.0)
     finally:
-        outcomes = load.stop()
+        outcomes, flooded = traffic.stop()
         watch.stop()
     ejected = watch.first_without(port, fault_at)
     back = watch.first_with(port, ejected) if ejected is not None else None
@@ -342,19 +385,26 @@ def _fault(
         back - fault_at if back is not None else None,
         before,
         after,
+        flooded,
     )
 
 
 def kill_one(
-    cluster: Cluster, rate_per_s: float, before_s: float = 6.0, after_s: float = 10.0
+    cluster: Cluster,
+    rate_per_s: float,
+    before_s: float = 6.0,
+    after_s: float = 10.0,
+    *,
+    key: str | None = None,
+    flood: Flood | None = None,
 ) -> FaultResult:
-    return _fault(cluster, "kill", cluster.replicas[-1], rate_per_s, before_s, after_s)
+    return _fault(cluster, "kill", cluster.replicas[-1], rate_per_s, before_s, after_s, key, flood)
 
 
 def hang_one(
     cluster: Cluster, rate_per_s: float, before_s: float = 6.0, after_s: float = 10.0
 ) -> FaultResult:
-    return _fault(cluster, "hang", cluster.replicas[-1], rate_per_s, before_s, after_s)
+    return _fault(cluster, "hang", cluster.replicas[-1], rate_per_s, before_s, after_s, None, None)
 
 
 @dataclass(frozen=True)
@@ -370,17 +420,25 @@ class Restart:
 class RollingRestart:
     outcomes: list[Outcome]
     restarts: list[Restart]
+    flood: list[Outcome] = field(default_factory=list)  # a second tenant's, if any
 
     @property
     def failures(self) -> Counter[str]:
         return Counter(outcome.status for outcome in self.outcomes if not outcome.ok)
 
 
-def rolling_restart(cluster: Cluster, rate_per_s: float, settle_s: float = 3.0) -> RollingRestart:
+def rolling_restart(
+    cluster: Cluster,
+    rate_per_s: float,
+    settle_s: float = 3.0,
+    *,
+    key: str | None = None,
+    flood: Flood | None = None,
+) -> RollingRestart:
     """Under steady load, each replica in turn: SIGTERM (the launcher
     drains), start again on the same ports, wait until Envoy routes to it,
     then the next, as a Deployment's rollout with maxUnavailable 1."""
-    load = BackgroundLoad(cluster.envoy.grpc_url, rate_per_s=rate_per_s).start()
+    traffic = _Traffic(cluster, rate_per_s, key, flood)
     restarts = []
     try:
         time.sleep(settle_s)
@@ -398,8 +456,8 @@ def rolling_restart(cluster: Cluster, rate_per_s: float, settle_s: float = 3.0) 
             )
         time.sleep(settle_s)
     finally:
-        outcomes = load.stop()
-    return RollingRestart(outcomes, restarts)
+        outcomes, flooded = traffic.stop()
+    return RollingRestart(outcomes, restarts, flooded)
 
 
 @dataclass(frozen=True)

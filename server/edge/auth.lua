@@ -1,7 +1,8 @@
 -- The edge's first filter: who is calling, and may they call this at all.
 -- Runs on the request headers only, so a refusal here never buffers a body.
 -- server/edge/config.py prepends the tables, TENANTS (key SHA-256 hex ->
--- tenant) and MODELS (tenant -> set of Triton models), and common.lua.
+-- tenant) and MODELS (tenant -> Triton model -> the input holding its
+-- texts), and common.lua.
 local bit = require("bit")
 local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
 local lshift, rshift, ror, tobit, tohex = bit.lshift, bit.rshift, bit.ror, bit.tobit, bit.tohex
@@ -72,10 +73,11 @@ local MAX_KEY_BYTES = 512
 
 local function on_request(handle)
   local headers = handle:headers()
-  -- Only this filter names the tenant and the cluster; a client's own
-  -- headers of those names are dropped.
+  -- Only the edge names the tenant, the cluster and the texts counted; a
+  -- client's own headers of those names are dropped.
   headers:remove("x-tenant")
   headers:remove("x-edge-cluster")
+  headers:remove("x-edge-texts")
   local path = headers:get(":path") or ""
   local grpc = (headers:get("content-type") or ""):sub(1, 16) == "application/grpc"
   local protocol = grpc and "-grpc" or "-http"

@@ -1,9 +1,14 @@
 -- The edge's third filter, after the tenant's rate limit: reads the body of
 -- what is let through. gRPC: the model a request names (field 1 of the
 -- request message) must be one the tenant may call. Inference, gRPC and
--- HTTP: the tenant's priority replaces whatever the client asked for.
--- server/edge/config.py prepends MODELS (tenant -> set of Triton models) and
--- PRIORITY (tenant -> Triton priority level), and common.lua.
+-- HTTP: the tenant's priority replaces whatever the client asked for; for a
+-- tenant with a texts quota, the request's texts (the rows of the model's
+-- text input) go into x-edge-texts, which the texts rate limit after this
+-- filter takes from the tenant's bucket (server/edge/config.py).
+-- server/edge/config.py prepends MODELS (tenant -> Triton model -> the input
+-- holding its texts), PRIORITY (tenant -> Triton priority level) and
+-- TEXTS_PER_SECOND (tenant -> its texts quota, where it has one), and
+-- common.lua.
 
 -- Protocol buffers -------------------------------------------------------
 
@@ -18,29 +23,78 @@ local function varint(s, i)
   return nil
 end
 
+-- The field at s[i] of a message that ends at s[last]: its number, its
+-- wire type, for a varint its value (else nil), for a length-delimited
+-- field the first and last index of its bytes, and where the next field
+-- starts; nil where the message is malformed.
+local function field(s, i, last)
+  local tag, j = varint(s, i)
+  if tag == nil or j > last + 1 then return nil end
+  local number, wire = math.floor(tag / 8), tag % 8
+  if wire == 0 then
+    local v, k = varint(s, j)
+    if v == nil or k > last + 1 then return nil end
+    return number, wire, v, nil, k
+  elseif wire == 1 or wire == 5 then
+    local k = j + (wire == 1 and 8 or 4)
+    if k > last + 1 then return nil end
+    return number, wire, nil, nil, k
+  elseif wire == 2 then
+    local length, k = varint(s, j)
+    if length == nil or k + length - 1 > last then return nil end
+    return number, wire, k, k + length - 1, k + length
+  end
+  return nil
+end
+
 -- The last field-1 string of a message (protobuf: the last one wins), or
 -- nil where the message is malformed.
 local function field_one(s, i, last)
   local name = ""
   while i <= last do
-    local tag, j = varint(s, i)
-    if tag == nil then return nil end
-    local wire = tag % 8
-    if wire == 0 then
-      local _, k = varint(s, j)
-      if k == nil then return nil end
-      i = k
-    elseif wire == 1 then i = j + 8
-    elseif wire == 5 then i = j + 4
-    elseif wire == 2 then
-      local length, k = varint(s, j)
-      if length == nil or k + length - 1 > last then return nil end
-      if tag == 10 then name = s:sub(k, k + length - 1) end
-      i = k + length
-    else return nil end
+    local number, wire, first, stop, k = field(s, i, last)
+    if number == nil then return nil end
+    if number == 1 and wire == 2 then name = s:sub(first, stop) end
+    i = k
   end
-  if i ~= last + 1 then return nil end
   return name
+end
+
+-- shape[0] of the ModelInferRequest's input tensor (field 5) named `wanted`
+-- (its field 1); its shape is field 3, packed or not. nil and why where
+-- there is no one such input.
+local function grpc_rows(s, i, last, wanted)
+  local rows, found = nil, false
+  while i <= last do
+    local number, wire, first, stop, k = field(s, i, last)
+    if number == nil then return nil, "malformed request message" end
+    if number == 5 and wire == 2 then
+      local name, dim = "", nil
+      local j = first
+      while j <= stop do
+        local n, w, a, b, next_j = field(s, j, stop)
+        if n == nil then return nil, "malformed request message" end
+        if n == 1 and w == 2 then name = s:sub(a, b)
+        elseif n == 3 and dim == nil then
+          if w == 0 then dim = a
+          elseif w == 2 and a <= b then
+            local e
+            dim, e = varint(s, a)
+            if dim == nil or e > b + 1 then return nil, "malformed request message" end
+          end
+        end
+        j = next_j
+      end
+      if name == wanted then
+        if found then return nil, "input " .. wanted .. " is given twice" end
+        rows, found = dim, true
+      end
+    end
+    i = k
+  end
+  if not found then return nil, "no input " .. wanted end
+  if rows == nil then return nil, "input " .. wanted .. " has no shape" end
+  return rows
 end
 
 -- ModelInferRequest.parameters (field 4) is a map<string, InferParameter>;
@@ -57,6 +111,26 @@ end
 local function be32(n)
   return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
     math.floor(n / 256) % 256, n % 256)
+end
+
+-- `rows` texts (or nil and why they could not be counted) into
+-- x-edge-texts, for the texts rate limit; true where refused instead. A
+-- request with more texts than the quota could never pass that limit, so it
+-- is refused here as too large rather than answered "retry" forever.
+local function count_texts(handle, grpc, headers, tenant, rows, why)
+  local quota = TEXTS_PER_SECOND[tenant]
+  if rows ~= nil and (rows < 1 or rows ~= math.floor(rows)) then
+    why = "the shape of the texts input must start with a positive whole number"
+  elseif rows ~= nil and rows > quota then
+    why = string.format("%.0f texts in one request: more than this tenant's "
+      .. "texts_per_second quota (%d); send fewer per request", rows, quota)
+  end
+  if why ~= nil then
+    refuse(handle, grpc, 400, why)
+    return true
+  end
+  headers:replace("x-edge-texts", string.format("%d", rows))
+  return false
 end
 
 local function on_grpc(handle, headers, tenant, method)
@@ -79,6 +153,11 @@ local function on_grpc(handle, headers, tenant, method)
       .. model:gsub("[^%w%._%-]", "?"))
   end
   if method == "ModelInfer" then
+    if TEXTS_PER_SECOND[tenant] then
+      local rows, why = grpc_rows(bytes, 6, #bytes, MODELS[tenant][model])
+      -- The headers object of before the body was read is stale.
+      if count_texts(handle, true, handle:headers(), tenant, rows, why) then return end
+    end
     local entry = priority_entry(PRIORITY[tenant])
     body:setBytes("\0" .. be32(length + #entry) .. bytes:sub(6) .. entry)
   end
@@ -155,21 +234,37 @@ value = function(s, i, depth)
   return nil
 end
 
--- The JSON with the top-level parameters' "priority" set to `level`, or
--- nil and the reason.
-local function with_priority(json, level)
+-- The members of the top-level object and where it starts, or nil and the
+-- reason.
+local function top_members(json)
   local start = ws(json, 1)
   if json:byte(start) ~= 123 then return nil, "the body must be a JSON object" end
   local top, stop = members(json, start, 0)
   if top == nil or ws(json, stop) <= #json then return nil, "the body is not JSON the edge can read" end
-  local parameters
   for _, m in ipairs(top) do
     if m[2] then return nil, "escaped top-level keys are not accepted" end
-    if m[1] == "parameters" then
-      if parameters then return nil, "two 'parameters' objects" end
-      parameters = m
+  end
+  return top, start
+end
+
+-- The one member named `key` of a members list, or nil (and why, where
+-- there are two: which one the server reads is not for the edge to guess).
+local function only(list, key)
+  local found
+  for _, m in ipairs(list) do
+    if m[1] == key then
+      if found then return nil, "two '" .. key .. "' members" end
+      found = m
     end
   end
+  return found
+end
+
+-- The JSON with the top-level parameters' "priority" set to `level`, or
+-- nil and the reason.
+local function with_priority(json, start, top, level)
+  local parameters, twice = only(top, "parameters")
+  if twice then return nil, twice end
   if parameters == nil then
     local comma = #top > 0 and "," or ""
     return json:sub(1, start) .. '"parameters":{"priority":' .. level .. "}" .. comma
@@ -201,6 +296,49 @@ local function with_priority(json, level)
   return json
 end
 
+-- shape[0] of the input named `wanted` in the top-level "inputs" array, or
+-- nil and why where there is no one such input. Escaped keys and names
+-- are refused: the edge would not see the name the server reads.
+local function json_rows(json, top, wanted)
+  local inputs, why = only(top, "inputs")
+  if inputs == nil or json:byte(inputs[3]) ~= 91 then
+    return nil, why or "'inputs' must be an array"
+  end
+  local rows, found = nil, false
+  local i = ws(json, inputs[3] + 1)
+  -- The whole body was scanned already: the array is well formed.
+  while json:byte(i) ~= 93 do
+    if json:byte(i) ~= 123 then return nil, "each input must be an object" end
+    local list, after = members(json, i, 2)
+    for _, m in ipairs(list) do
+      if m[2] then return nil, "escaped input keys are not accepted" end
+    end
+    local name, twice = only(list, "name")
+    if twice then return nil, twice end
+    local shape, twice_shape = only(list, "shape")
+    if twice_shape then return nil, twice_shape end
+    if name == nil or json:byte(name[3]) ~= 34 then return nil, "each input needs a 'name' string" end
+    local _, escaped = str(json, name[3])
+    if escaped then return nil, "escaped input names are not accepted" end
+    if json:sub(name[3] + 1, name[4] - 2) == wanted then
+      if found then return nil, "input " .. wanted .. " is given twice" end
+      found = true
+      if shape == nil or json:byte(shape[3]) ~= 91 then
+        return nil, "input " .. wanted .. " needs a 'shape' array"
+      end
+      local first = ws(json, shape[3] + 1)
+      rows = tonumber(json:sub(first, (value(json, first, 3) or first) - 1):match("^%d+$") or "")
+      if rows == nil then
+        return nil, "the shape of input " .. wanted .. " must start with a whole number"
+      end
+    end
+    i = ws(json, after)
+    if json:byte(i) == 44 then i = ws(json, i + 1) end
+  end
+  if not found then return nil, "no input " .. wanted end
+  return rows
+end
+
 local function on_http_infer(handle, headers, tenant)
   if headers:get("content-encoding") ~= nil then
     return refuse(handle, false, 415, "compressed requests are not accepted")
@@ -218,7 +356,16 @@ local function on_http_infer(handle, headers, tenant)
       return refuse(handle, false, 400, "bad inference-header-content-length")
     end
   end
-  local json, why = with_priority(bytes:sub(1, json_length), PRIORITY[tenant])
+  local json = bytes:sub(1, json_length)
+  local top, start = top_members(json)
+  if top == nil then return refuse(handle, false, 400, start) end
+  if TEXTS_PER_SECOND[tenant] then
+    local model = headers:get(":path"):match("^/v2/models/([^/]+)")
+    local rows, why = json_rows(json, top, MODELS[tenant][model])
+    if count_texts(handle, false, headers, tenant, rows, why) then return end
+  end
+  local why
+  json, why = with_priority(json, start, top, PRIORITY[tenant])
   if json == nil then return refuse(handle, false, 400, why) end
   local rewritten = json .. bytes:sub(json_length + 1)
   body:setBytes(rewritten)

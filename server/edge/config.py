@@ -15,13 +15,21 @@ Why these pieces:
   connections, so a revoked key would keep working on a long-lived
   gRPC connection until it drained.
 - One route per tenant (matched on `x-tenant`) carries that tenant's token
-  bucket (local_ratelimit per route) and sends to that tenant's cluster for
+  buckets (local_ratelimit per route) and sends to that tenant's cluster for
   the request's protocol (named by auth.lua in `x-edge-cluster`), whose
   circuit breaker bounds its requests at Triton. Both listeners use the one
   route configuration, so a tenant's rate holds for HTTP and gRPC together;
   the in-flight bound holds per protocol (HTTP/1.1 and HTTP/2 upstreams are
   separate clusters). Per-tenant clusters also give per-tenant Envoy stats:
   requests, latency histograms, overflows.
+- Texts per second: a second local_ratelimit, after body.lua, which counts a
+  request's texts (it has read the body) into `x-edge-texts`; the route's
+  rate limit descriptor takes that many tokens from the tenant's texts
+  bucket (`hits_addend`). Envoy's own bucket holds across worker threads
+  (--concurrency), which a count kept in Lua would not: each worker runs
+  its own Lua state. A request is refused whole or passes whole; one with
+  more texts than the bucket holds could never pass, so body.lua refuses it
+  as too large (400 / INVALID_ARGUMENT) instead of answering 429 forever.
 """
 
 from __future__ import annotations
@@ -35,9 +43,14 @@ from typing import Any
 from server.tenants import Tenant, Tenants
 
 LUA_DIR = Path(__file__).resolve().parent
+HTTP_LISTENER = "http"
+GRPC_LISTENER = "grpc"
 AUTH_FILTER = "edge.auth"
 BODY_FILTER = "edge.body"
 RATE_FILTER = "edge.ratelimit"
+TEXTS_FILTER = "edge.texts"
+# Set by body.lua: the texts in a request, which the texts bucket takes.
+TEXTS_HEADER = "x-edge-texts"
 # One route configuration for both listeners: Envoy shares a route
 # configuration between listeners that name the same one, so each tenant's
 # token bucket (per route) holds for HTTP and gRPC together.
@@ -47,8 +60,22 @@ ROUTES_FILE = "routes.json"
 CLUSTER_HEADER = "x-edge-cluster"
 CLUSTERS_FILE = "clusters.json"
 BUFFER_LIMIT_BYTES = 16 * 1024 * 1024
-# Seconds a rate-limited client is told to wait: the bucket refills every second.
+ROUTER_FILTER = {
+    "name": "envoy.filters.http.router",
+    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+}
+# What the stats listener serves, from the admin interface (a static
+# cluster: the tenants' clusters come and go with the file).
+STATS_PATH = "/stats/prometheus"
+ADMIN_CLUSTER = "edge_admin"
+# Seconds a rate-limited client is told to wait: the buckets refill every second.
 RETRY_AFTER_S = 1
+# What a client reads over either quota (HTTP body, gRPC message); only a
+# request body.lua counted carries TEXTS_HEADER.
+TEXTS_QUOTA_MESSAGE = "over this tenant's texts_per_second quota"
+REQUESTS_QUOTA_MESSAGE = "over this tenant's requests_per_second quota"
+# local_ratelimit's largest bucket (uint32 tokens).
+UNBOUNDED_TOKENS = 2**32 - 1
 LUA_TYPE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
 LUA_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.LuaPerRoute"
 RATE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
@@ -73,20 +100,28 @@ class EdgePorts:
     triton_host: str  # Triton's internal (loopback) ports
     triton_http: int
     triton_grpc: int
+    # Where Prometheus reads the per-tenant stats (/stats/prometheus) on
+    # `host`: the admin interface can stop Envoy, so it stays on loopback and
+    # this listener passes on that one path. None: no such listener.
+    stats: int | None = None
 
 
 def bootstrap(ports: EdgePorts, config_dir: Path) -> dict[str, Any]:
     """The static part: listeners, admin, and where the dynamic parts are."""
+    static: dict[str, Any] = {
+        "listeners": [
+            _listener(HTTP_LISTENER, ports.host, ports.http, config_dir),
+            _listener(GRPC_LISTENER, ports.host, ports.grpc, config_dir),
+        ]
+    }
+    if ports.stats is not None:
+        static["listeners"].append(_stats_listener(ports.host, ports.stats))
+        static["clusters"] = [_admin_cluster(ports.admin)]
     return {
         "node": {"id": "edge", "cluster": "edge"},
         "admin": {"address": _address("127.0.0.1", ports.admin)},
         "dynamic_resources": {"cds_config": _file_source(config_dir, CLUSTERS_FILE)},
-        "static_resources": {
-            "listeners": [
-                _listener("http", ports.host, ports.http, config_dir),
-                _listener("grpc", ports.host, ports.grpc, config_dir),
-            ]
-        },
+        "static_resources": static,
         # No overload manager: the in-flight bounds are per tenant (clusters).
         "layered_runtime": {"layers": [{"name": "static", "static_layer": {}}]},
     }
@@ -108,10 +143,15 @@ def _file_source(config_dir: Path, name: str) -> dict[str, Any]:
     }
 
 
+def listener_stat_prefix(name: str) -> str:
+    """Where a public listener's stats are: http.<this>.*"""
+    return f"edge_{name}"
+
+
 def _listener(name: str, host: str, port: int, config_dir: Path) -> dict[str, Any]:
     manager = {
         "@type": HCM_TYPE,
-        "stat_prefix": f"edge_{name}",
+        "stat_prefix": listener_stat_prefix(name),
         "codec_type": "AUTO",
         # A path is checked as Triton will read it: no `..`, no `//`, no
         # escaped slashes slipping past the model check.
@@ -122,20 +162,17 @@ def _listener(name: str, host: str, port: int, config_dir: Path) -> dict[str, An
             "route_config_name": ROUTES,
             "config_source": _file_source(config_dir, ROUTES_FILE),
         },
+        "local_reply_config": {"mappers": [_quota_message(True), _quota_message(False)]},
         "http_filters": [
             _lua(AUTH_FILTER),
-            {
-                "name": RATE_FILTER,
-                # Enabled per route, with each tenant's bucket.
-                "typed_config": {"@type": RATE_TYPE, "stat_prefix": "edge"},
-            },
+            # Both enabled per route, with each tenant's buckets.
+            {"name": RATE_FILTER, "typed_config": {"@type": RATE_TYPE, "stat_prefix": "edge"}},
             _lua(BODY_FILTER),
             {
-                "name": "envoy.filters.http.router",
-                "typed_config": {
-                    "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
-                },
+                "name": TEXTS_FILTER,
+                "typed_config": {"@type": RATE_TYPE, "stat_prefix": "edge_texts"},
             },
+            ROUTER_FILTER,
         ],
     }
     return {
@@ -154,6 +191,82 @@ def _listener(name: str, host: str, port: int, config_dir: Path) -> dict[str, An
                 ]
             }
         ],
+    }
+
+
+def _quota_message(texts: bool) -> dict[str, Any]:
+    """Names the quota in a 429 of the rate limit filters, whose own text is
+    "local_rate_limited" for both. Envoy puts the body of a gRPC local reply
+    in grpc-message."""
+    counted = {"name": TEXTS_HEADER, "present_match": True}
+    too_many = {
+        "status_code_filter": {
+            "comparison": {
+                "op": "EQ",
+                "value": {"default_value": 429, "runtime_key": "edge_quota_status"},
+            }
+        }
+    }
+    return {
+        "filter": (
+            {"and_filter": {"filters": [too_many, {"header_filter": {"header": counted}}]}}
+            if texts
+            else too_many
+        ),
+        "body": {"inline_string": TEXTS_QUOTA_MESSAGE if texts else REQUESTS_QUOTA_MESSAGE},
+    }
+
+
+def _stats_listener(host: str, port: int) -> dict[str, Any]:
+    """/stats/prometheus of the admin interface, and nothing else of it."""
+    manager = {
+        "@type": HCM_TYPE,
+        "stat_prefix": "edge_stats",
+        "codec_type": "AUTO",
+        "route_config": {
+            "name": "stats",
+            "virtual_hosts": [
+                {
+                    "name": "stats",
+                    "domains": ["*"],
+                    "routes": [
+                        {
+                            "match": {"path": STATS_PATH},
+                            "route": {"cluster": ADMIN_CLUSTER},
+                        }
+                    ],
+                }
+            ],
+        },
+        "http_filters": [ROUTER_FILTER],
+    }
+    return {
+        "name": "stats",
+        "address": _address(host, port),
+        "filter_chains": [
+            {
+                "filters": [
+                    {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "typed_config": manager,
+                    }
+                ]
+            }
+        ],
+    }
+
+
+def _admin_cluster(port: int) -> dict[str, Any]:
+    return {
+        "name": ADMIN_CLUSTER,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": ADMIN_CLUSTER,
+            "endpoints": [
+                {"lb_endpoints": [{"endpoint": {"address": _address("127.0.0.1", port)}}]}
+            ],
+        },
     }
 
 
@@ -176,14 +289,22 @@ def lua_tables(tenants: Tenants) -> str:
         f"[{string(digest)}] = {string(name)}" for digest, name in sorted(tenants.by_hash().items())
     )
     models = ", ".join(
-        f"[{string(t.name)}] = {{{', '.join(f'[{string(m)}] = true' for m in t.triton_models())}}}"
+        f"[{string(t.name)}] = {{"
+        + ", ".join(f"[{string(m)}] = {string(i)}" for m, i in t.triton_models().items())
+        + "}"
         for t in tenants.tenants
     )
     priority = ", ".join(f"[{string(t.name)}] = {t.triton_priority}" for t in tenants.tenants)
+    texts = ", ".join(
+        f"[{string(t.name)}] = {t.texts_per_second}"
+        for t in tenants.tenants
+        if t.texts_per_second is not None
+    )
     return (
         f"local TENANTS = {{{hashes}}}\n"
         f"local MODELS = {{{models}}}\n"
         f"local PRIORITY = {{{priority}}}\n"
+        f"local TEXTS_PER_SECOND = {{{texts}}}\n"
     )
 
 
@@ -210,8 +331,11 @@ def routes(tenants: Tenants) -> dict[str, Any]:
             # No route timeout: Triton's queue deadlines (up to 30 s for
             # bulk) and the client's own deadline bound a request.
             "route": {"cluster_header": CLUSTER_HEADER, "timeout": "0s"},
-            "request_headers_to_remove": [CLUSTER_HEADER],
-            "typed_per_filter_config": {RATE_FILTER: _bucket(t)},
+            "request_headers_to_remove": [CLUSTER_HEADER, TEXTS_HEADER],
+            "typed_per_filter_config": {
+                RATE_FILTER: _bucket(t, t.requests_per_second),
+                **({} if t.texts_per_second is None else {TEXTS_FILTER: _texts_bucket(t)}),
+            },
         }
         for t in tenants.tenants
     ]
@@ -238,16 +362,16 @@ def routes(tenants: Tenants) -> dict[str, Any]:
     }
 
 
-def _bucket(tenant: Tenant) -> dict[str, Any]:
+def _token_bucket(per_second: int) -> dict[str, Any]:
+    return {"max_tokens": per_second, "tokens_per_fill": per_second, "fill_interval": "1s"}
+
+
+def _bucket(tenant: Tenant, per_second: int, stat_suffix: str = "") -> dict[str, Any]:
     always = {"default_value": {"numerator": 100, "denominator": "HUNDRED"}}
     return {
         "@type": RATE_TYPE,
-        "stat_prefix": f"tenant_{tenant.name}",
-        "token_bucket": {
-            "max_tokens": tenant.requests_per_second,
-            "tokens_per_fill": tenant.requests_per_second,
-            "fill_interval": "1s",
-        },
+        "stat_prefix": f"tenant_{tenant.name}{stat_suffix}",
+        "token_bucket": _token_bucket(per_second),
         "filter_enabled": {**always, "runtime_key": "edge_ratelimit_enabled"},
         "filter_enforced": {**always, "runtime_key": "edge_ratelimit_enforced"},
         "response_headers_to_add": [
@@ -257,6 +381,35 @@ def _bucket(tenant: Tenant) -> dict[str, Any]:
             }
         ],
         "rate_limited_as_resource_exhausted": True,
+    }
+
+
+def _texts_bucket(tenant: Tenant) -> dict[str, Any]:
+    """Each request takes as many tokens as body.lua counted texts in it;
+    a request it did not count (metadata, readiness: no TEXTS_HEADER) yields
+    no descriptor and falls to the filter's default bucket, which is made
+    never to run dry: the requests bucket already counts those."""
+    assert tenant.texts_per_second is not None
+    counted = {
+        "descriptor_value": "texts",
+        "headers": [{"name": TEXTS_HEADER, "present_match": True}],
+    }
+    return {
+        **_bucket(tenant, UNBOUNDED_TOKENS, "_texts"),
+        "descriptors": [
+            {
+                "entries": [{"key": "header_match", "value": counted["descriptor_value"]}],
+                "token_bucket": _token_bucket(tenant.texts_per_second),
+            }
+        ],
+        "rate_limits": [
+            {
+                "actions": [{"header_value_match": counted}],
+                "hits_addend": {"format": f"%REQ({TEXTS_HEADER})%"},
+            }
+        ],
+        # A counted request takes from the texts bucket only.
+        "always_consume_default_token_bucket": False,
     }
 
 

@@ -40,3 +40,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "triton-embeddings.tritonHeadless" -}}
 {{- printf "%s-triton-headless.%s.svc.%s" (include "triton-embeddings.fullname" .) .Release.Namespace .Values.clusterDomain -}}
 {{- end -}}
+
+{{/* With tenants, the port of the edge's per-tenant stats: the launcher puts
+them on the metrics port + 1 (server/launch.py, EDGE_STATS_PORT_OFFSET). */}}
+{{- define "triton-embeddings.edgeStatsPort" -}}
+{{- add .Values.triton.ports.metrics 1 -}}
+{{- end -}}
