@@ -16,7 +16,7 @@ import os
 import re
 import secrets
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -379,24 +379,20 @@ class ComposeStack:
                 )
 
     def wait_until_ready(self) -> None:
-        wait_until_ready(
-            lambda: server_ready(self.http_url),
-            self.followers[SERVER],
-            self.log_path(SERVER),
-            what=f"the {SERVER} container",
-            timeout_s=READY_TIMEOUT_S,
-            interval_s=1.0,
-            error=ComposeError,
+        services: tuple[tuple[str, Callable[[], bool], float], ...] = (
+            (SERVER, lambda: server_ready(self.http_url), 1.0),
+            (GATEWAY, self.gateway_ready, 0.5),
         )
-        wait_until_ready(
-            self.gateway_ready,
-            self.followers[GATEWAY],
-            self.log_path(GATEWAY),
-            what=f"the {GATEWAY} container",
-            timeout_s=READY_TIMEOUT_S,
-            interval_s=0.5,
-            error=ComposeError,
-        )
+        for service, ready, interval_s in services:
+            wait_until_ready(
+                ready,
+                self.followers[service],
+                self.log_path(service),
+                what=f"the {service} container",
+                timeout_s=READY_TIMEOUT_S,
+                interval_s=interval_s,
+                error=ComposeError,
+            )
 
     def gateway_ready(self) -> bool:
         return answers_ok(f"{self.gateway_url}/health/ready")

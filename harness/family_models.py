@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from tokenizers import (
     trainers,
 )
 
-from server.paths import EXPORT_PYTHON, REPO_ROOT
+from harness.export_environment import run_in_export_environment
 
 MAX_SEQ_LENGTH = 128
 HIDDEN = 64
@@ -478,16 +477,11 @@ def build_family_models(out_dir: Path, names: Sequence[str] = FAMILY_NAMES) -> d
     }
 
 
-def build_in_export_environment(out_dir: Path) -> None:
+def build_in_export_environment(out_dir: Path, names: Sequence[str] = FAMILY_NAMES) -> None:
     """build_family_models for callers without torch (the tests, perf/): run in the export
     environment, where it is."""
-    subprocess.run(
-        [str(EXPORT_PYTHON), "-m", "harness.family_models", str(out_dir)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        check=True,
-        timeout=300,
-    )
+    families = [argument for name in names for argument in ("--family", name)]
+    run_in_export_environment(["-m", "harness.family_models", str(out_dir), *families])
 
 
 def main(argv: Sequence[str] | None = None) -> None:

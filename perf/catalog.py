@@ -12,6 +12,7 @@ BERT-base, the steady load on MiniLM.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,7 +25,7 @@ from harness.model_memory import Memory, model_memory, server_memory
 from harness.processor import this_processor
 from harness.requests import text_inputs
 from harness.server import running_server
-from perf.report_command import report_arguments, write_report
+from perf.report_command import write_report
 from server.catalog import Catalog, CatalogModel
 from server.catalog_exports import EXPORT_PYTHON, engine_of
 from server.paths import REPO_ROOT
@@ -108,7 +109,10 @@ def _isolation_lines(result: Isolation) -> list[str]:
 
 
 def main() -> None:
-    args = report_arguments(__doc__.splitlines()[0], "per isolation phase")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--seconds", type=float, default=20.0, help="per isolation phase")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="perf_catalog_") as work:
         workdir = Path(work)
         catalog = prepare(_catalog(workdir), workdir / "served")

@@ -1,17 +1,8 @@
-"""What the report commands share: the output file and seconds per phase on
-the command line, and a report written there and shown."""
+"""What the report commands share: a report written to its file and shown."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
-
-
-def report_arguments(description: str, seconds_help: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--seconds", type=float, default=20.0, help=seconds_help)
-    return parser.parse_args()
 
 
 def write_report(path: Path, report: str) -> None:

@@ -3,9 +3,10 @@
 against real servers and writes their results, then the shedding table:
 overload at 3x and 6x each priority level's closed-loop peak, on the shipped
 models and, side by side in the same run, on the same models without the
-admission at the tokenizer (the configuration before it):
+admission at the tokenizer (the configuration before it), then fairness
+between tenants at the edge (perf/tenants.py):
 
-    .venv/bin/python -m perf.robustness [--output perf/results/debian12-2core/robustness.md]
+    .venv/bin/python -m perf.robustness --output perf/results/<machine>/robustness.md
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from harness.robustness import (
 )
 from harness.server import running_server
 from perf.report_command import write_report
+from perf.tenants import tenants_report
 from server.paths import default_repositories
 
 
@@ -169,9 +171,7 @@ def shedding_report(workdir: Path, seconds: float) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="per overload level")
-    parser.add_argument(
-        "--output", type=Path, default=Path("perf/results/debian12-2core/robustness.md")
-    )
+    parser.add_argument("--output", type=Path, required=True)
     parser.add_argument(
         "--shedding-only", action="store_true", help="only the shedding table, printed"
     )
@@ -180,7 +180,12 @@ def main() -> None:
         if args.shedding_only:
             print("\n".join(shedding_report(Path(workdir), args.seconds)))
             return
-        lines = report(Path(workdir), args.seconds) + shedding_report(Path(workdir), args.seconds)
+        lines = [
+            *report(Path(workdir), args.seconds),
+            *shedding_report(Path(workdir), args.seconds),
+            "",
+            tenants_report(Path(workdir), args.seconds),
+        ]
     table = "\n".join(lines)
     write_report(args.output, table + "\n")
 

@@ -1,15 +1,12 @@
-"""Fairness between tenants at the edge: one tenant floods, another sends
-steady interactive load (harness/fairness.py).
-
-    .venv/bin/python -m perf.tenants --output perf/results/<machine>/tenants.md
-
-One tritonserver (the shipped models), Envoy in front of it with a tenants
-file written from the capacity measured first (server/edge/).
+"""The robustness report's tenants section (perf/robustness.py): fairness
+between tenants at the edge, one tenant flooding while another sends steady
+interactive load (harness/fairness.py). One tritonserver (the shipped
+models), Envoy in front of it with a tenants file written from the capacity
+measured first (server/edge/).
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +24,6 @@ from harness.fairness import (
 from harness.load import Outcome, percentile_ms
 from harness.processor import this_processor
 from harness.server import running_server
-from perf.report_command import report_arguments, write_report
 
 
 def _row(phase: str, tenant: str, rate: float, outcomes: list[Outcome], seconds: float) -> str:
@@ -44,9 +40,9 @@ def render(result: Fairness) -> str:
     rates, seconds = result.rates, result.seconds
     return "\n".join(
         [
-            "# Tenants: fairness at the edge",
+            "## Tenants: fairness at the edge",
             "",
-            f"`.venv/bin/python -m perf.tenants`; {this_processor().describe()}. One "
+            f"{this_processor().describe()}. One "
             "tritonserver (the shipped models), Envoy (`server/edge/`) in front with a "
             f"tenants file written from the capacity measured first, straight to Triton: "
             f"{rates.capacity:.2f} requests/s of {TEXTS_PER_REQUEST} texts with 4 closed-loop "
@@ -73,18 +69,10 @@ def render(result: Fairness) -> str:
     )
 
 
-def main() -> None:
-    args = report_arguments(__doc__.splitlines()[0], "per phase")
-    with tempfile.TemporaryDirectory(prefix="perf_tenants_") as work:
-        workdir = Path(work)
-        with running_server(workdir / "tritonserver.log") as server:
-            rates = measure_rates(server.grpc_url, args.seconds / 2)
-            tenants = workdir / "tenants.toml"
-            tenants.write_text(tenants_file(rates))
-            with running_edge(server.endpoints, tenants, workdir / "edge") as edge:
-                result = fairness(edge.grpc_url, rates, args.seconds)
-    write_report(args.output, render(result))
-
-
-if __name__ == "__main__":
-    main()
+def tenants_report(workdir: Path, seconds: float) -> str:
+    with running_server(workdir / "tenants_server.log") as server:
+        rates = measure_rates(server.grpc_url, seconds / 2)
+        tenants = workdir / "tenants.toml"
+        tenants.write_text(tenants_file(rates))
+        with running_edge(server.endpoints, tenants, workdir / "edge") as edge:
+            return render(fairness(edge.grpc_url, rates, seconds))

@@ -5,7 +5,6 @@ sentence-transformers on the original weights."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 
 import numpy as np
@@ -13,10 +12,11 @@ import pytest
 from embedding_requests import SAMPLE_TEXTS
 from tritonclient.grpc import model_config_pb2
 
+from harness.export_environment import run_in_export_environment
 from harness.priority import INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
-from server.paths import EXPORT_PYTHON, ONNX_MODEL_DIR, REPO_ROOT
+from server.paths import ONNX_MODEL_DIR, REPO_ROOT
 
 
 @pytest.fixture(scope="session")
@@ -48,13 +48,7 @@ def sentence_transformers_embed(texts: list[str]) -> np.ndarray:
     runs there, in its own process."""
     export_info = json.loads((ONNX_MODEL_DIR / "export.json").read_text())
     request = json.dumps({"model_dir": export_info["model_dir"], "texts": texts})
-    completed = subprocess.run(
-        [str(EXPORT_PYTHON), str(REPO_ROOT / "tests" / "st_reference.py")],
-        input=request,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    completed = run_in_export_environment([str(REPO_ROOT / "tests" / "st_reference.py")], request)
     return np.asarray(json.loads(completed.stdout), dtype=np.float32)
 
 

@@ -9,7 +9,6 @@ over gRPC and HTTP, with requests to all models at once."""
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,11 +23,12 @@ import tritonclient.http as httpclient
 from embedding_requests import LONG_TEXT, Client, embed_float32
 from tritonclient.utils import InferenceServerException
 
+from harness.export_environment import run_in_export_environment
 from harness.family_models import build_in_export_environment
 from harness.gateway import running_gateway
 from harness.server import RunningServer, running_server
 from server.catalog import Catalog
-from server.paths import EXPORT_PYTHON, REPO_ROOT
+from server.paths import REPO_ROOT
 from server.served_repository import prepare
 
 MIN_COSINE = 0.9999
@@ -99,12 +99,8 @@ def server(
 def _references(jobs: list[dict[str, Any]]) -> list[np.ndarray]:
     """sentence-transformers on the original weights, all jobs in one
     process of the export environment."""
-    done = subprocess.run(
-        [str(EXPORT_PYTHON), str(REPO_ROOT / "tests" / "st_reference.py")],
-        input=json.dumps(jobs),
-        capture_output=True,
-        text=True,
-        check=True,
+    done = run_in_export_environment(
+        [str(REPO_ROOT / "tests" / "st_reference.py")], json.dumps(jobs)
     )
     return [np.asarray(rows, dtype=np.float32) for rows in json.loads(done.stdout)]
 

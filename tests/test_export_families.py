@@ -23,8 +23,9 @@ import onnxruntime as ort
 import pytest
 from tokenizers import Tokenizer
 
+from harness.export_environment import run_in_export_environment
 from harness.family_models import build_in_export_environment
-from server.paths import EXPORT_PYTHON, REPO_ROOT
+from server.paths import REPO_ROOT
 
 EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
@@ -81,14 +82,7 @@ class Export:
 
 
 def run_export(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(EXPORT_PYTHON), str(script), *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_in_export_environment([str(script), *args], check=False)
 
 
 @pytest.fixture(scope="module")

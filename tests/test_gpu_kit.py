@@ -18,11 +18,10 @@ import pytest
 
 from perf.gpu.report import load_runs, render
 from perf.gpu.served import ServerSetup
-from server.paths import REPO_ROOT
+from server.paths import EXPORT_PYTHON, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "gpu_kit.sh"
 ARCHIVE = REPO_ROOT / "build" / "gpu_kit" / "gpu_kit.tar.xz"
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 H100_RESULTS = REPO_ROOT / "perf" / "results" / "h100"
 # What one device call carries is 64 MiB, the project's tracked files included.
 MAX_ARCHIVE_MIB = 48

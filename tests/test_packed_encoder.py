@@ -25,9 +25,10 @@ import pytest
 from embedding_client.batching import pad_rows
 from tokenizers import Tokenizer
 
-from server.paths import ONNX_MODEL_DIR, REPO_ROOT, TOKENIZER_JSON
+from harness.export_environment import run_in_export_environment
+from harness.family_models import build_in_export_environment
+from server.paths import ONNX_MODEL_DIR, TOKENIZER_JSON
 
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 TESTS = Path(__file__).resolve().parent
 MIN_COSINE = 0.9999
 # Far above any case's tokens: everything in one forward.
@@ -71,29 +72,13 @@ class Model:
 
 
 def _run(script: str, request: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(EXPORT_PYTHON), str(TESTS / script)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_in_export_environment([str(TESTS / script)], json.dumps(request), check=False)
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Model]:
-    if not EXPORT_PYTHON.exists():
-        pytest.fail(f"{EXPORT_PYTHON} is missing; run scripts/setup.sh")
     out = tmp_path_factory.mktemp("families")
-    subprocess.run(
-        [str(EXPORT_PYTHON), "-m", "harness.family_models", str(out)]
-        + ["--family", "bert", "--family", "xlmr"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        check=True,
-        timeout=300,
-    )
+    build_in_export_environment(out, ["bert", "xlmr"])
     export = json.loads((ONNX_MODEL_DIR / "export.json").read_text())
     found = {
         "minilm": Model(

@@ -13,15 +13,15 @@ stated in harness/scale_out/scenarios.py."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import tritonclient.grpc as grpcclient
 from embedding_requests import embed_float32
+from scale_out_cluster import scale_out_cluster
 
 from harness.scale_out import scenarios
 from harness.scale_out.autoscaling import HPA_TOLERANCE, Autoscaling, chart_autoscaling
-from harness.scale_out.cluster import Cluster, missing_parts, running_cluster
+from harness.scale_out.cluster import Cluster
 
 pytestmark = pytest.mark.scale_out
 
@@ -30,12 +30,7 @@ THROUGHPUT_SECONDS = 20.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)}")
-    workdir: Path = tmp_path_factory.mktemp("scale_out")
-    with running_cluster(workdir, scenarios.REPLICAS, scenarios.CPUS_PER_REPLICA) as running:
-        yield running
+    yield from scale_out_cluster(tmp_path_factory, "scale_out")
 
 
 def test_every_replica_serves_through_the_balancer(cluster: Cluster) -> None:

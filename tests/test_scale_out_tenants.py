@@ -14,15 +14,15 @@ perf/scale_out.py's report."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import tritonclient.grpc as grpcclient
+from scale_out_cluster import scale_out_cluster
 from tritonclient.utils import InferenceServerException
 
 from harness.requests import text_inputs
 from harness.scale_out import scenarios, tenants
-from harness.scale_out.cluster import EDGE_JOB, Cluster, missing_parts, running_cluster
+from harness.scale_out.cluster import EDGE_JOB, Cluster
 
 pytestmark = pytest.mark.scale_out
 
@@ -33,16 +33,7 @@ KILL_AFTER_S = 8.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    missing = missing_parts()
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)}")
-    workdir: Path = tmp_path_factory.mktemp("scale_out_tenants")
-    tenants_path = workdir / "tenants.toml"
-    tenants_path.write_text(tenants.tenants_file())
-    with running_cluster(
-        workdir, scenarios.REPLICAS, scenarios.CPUS_PER_REPLICA, tenants_path
-    ) as running:
-        yield running
+    yield from scale_out_cluster(tmp_path_factory, "scale_out_tenants", tenants.tenants_file())
 
 
 def _infer_status(url: str, key: str | None) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,19 +26,19 @@ from tokenizers import Tokenizer
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
+from harness.export_environment import run_in_export_environment
 from harness.repository import repository_variant
 from harness.requests import token_inputs
 from harness.server import running_server
 from server.paths import (
+    EXPORT_PYTHON,
     MODEL_REPOSITORY,
     ONNX_MODEL_DIR,
-    REPO_ROOT,
     SHARED_REPOSITORY,
     TOKENIZER_JSON,
 )
 from tests.embedding_requests import embed_float32
 
-EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 TORCH_REFERENCE = Path(__file__).resolve().parent / "torch_reference.py"
 MIN_COSINE = 0.9999
 MIN_COSINE_FLOAT16 = 0.999
@@ -80,14 +79,7 @@ def _torch_embed(
         "input_ids": tokens[0].tolist(),
         "attention_mask": tokens[1].tolist(),
     }
-    result = subprocess.run(
-        [str(EXPORT_PYTHON), str(TORCH_REFERENCE)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_in_export_environment([str(TORCH_REFERENCE)], json.dumps(request), check=False)
     assert result.returncode == 0, result.stderr
     output = json.loads(result.stdout)
     return np.array(output["embedding"], np.float32), np.array(output["norm"], np.float32)

@@ -146,6 +146,11 @@ class EncoderShape:
         )
 
 
+def _weights_and_biases(*modules: nn.Module) -> tuple[torch.Tensor, ...]:
+    """Each module's weight then bias, in order: the blocks' arguments."""
+    return tuple(tensor for module in modules for tensor in (module.weight, module.bias))
+
+
 class PackedLayer(nn.Module):
     """One post-norm encoder layer over packed tokens."""
 
@@ -162,22 +167,10 @@ class PackedLayer(nn.Module):
         self.approximate = shape.approximate
 
     def _attention_weights(self) -> tuple[torch.Tensor, ...]:
-        return (
-            self.attention_dense.weight,
-            self.attention_dense.bias,
-            self.attention_norm.weight,
-            self.attention_norm.bias,
-        )
+        return _weights_and_biases(self.attention_dense, self.attention_norm)
 
     def _feed_forward_weights(self) -> tuple[torch.Tensor, ...]:
-        return (
-            self.inner.weight,
-            self.inner.bias,
-            self.outer.weight,
-            self.outer.bias,
-            self.output_norm.weight,
-            self.output_norm.bias,
-        )
+        return _weights_and_biases(self.inner, self.outer, self.output_norm)
 
     def forward(
         self, hidden: torch.Tensor, rows: PackedRows, attention: Attention, blocks: Blocks
