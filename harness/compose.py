@@ -26,8 +26,9 @@ from typing import Any
 import yaml
 
 from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
+from harness.server import EndpointUrls
 from server.health import server_ready
-from server.launch import ADMIN_KEY_VARIABLE
+from server.launch import ADMIN_KEY_VARIABLE, Endpoints
 from server.paths import REPO_ROOT
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
@@ -280,29 +281,19 @@ def build_image(service: dict[str, Any], env: dict[str, str], log_path: Path) ->
 
 
 @dataclass
-class ComposeStack:
+class ComposeStack(EndpointUrls):
     """The cpu profile with the tenants edge, up: its server and gateway on
     loopback ports."""
 
     project: str
     env: dict[str, str]
     workdir: Path
-    http_port: int
-    grpc_port: int
-    metrics_port: int
+    endpoints: Endpoints  # the server's published HTTP, gRPC and metrics ports
     edge_stats_port: int
     gateway_port: int
     admin_key: str
     containers: dict[str, str] = field(default_factory=dict)  # service -> container
     followers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-
-    @property
-    def http_url(self) -> str:
-        return f"127.0.0.1:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
 
     @property
     def gateway_url(self) -> str:
@@ -450,9 +441,7 @@ def running_stack(env: dict[str, str], workdir: Path, tenants: str) -> Iterator[
             "EMBEDDING_GATEWAY_PORT": str(gateway_port),
         },
         workdir=workdir,
-        http_port=http_port,
-        grpc_port=grpc_port,
-        metrics_port=metrics_port,
+        endpoints=Endpoints("127.0.0.1", http_port, grpc_port, metrics_port),
         edge_stats_port=stats_port,
         gateway_port=gateway_port,
         admin_key=admin_key,

@@ -167,31 +167,6 @@ def request_rate_sweep(
     return SweepResult(label, load, "request_rate", tuple(csv_paths), measurements)
 
 
-def sweep_workload(
-    target: Target,
-    load: Workload,
-    results: Path,
-    *,
-    label: str,
-    concurrency: tuple[int, int, int] = (1, 4, 1),
-    windows: Windows = Windows(),
-    seconds_per_rate: float = 10.0,
-) -> tuple[SweepResult, SweepResult]:
-    """The concurrency sweep, then Poisson rates up to its best request rate."""
-    closed = concurrency_sweep(
-        target, load, results, label=label, concurrency=concurrency, windows=windows
-    )
-    opened = request_rate_sweep(
-        target,
-        load,
-        results,
-        label=label,
-        rates=poisson_rates(closed.best.requests_per_sec),
-        seconds_per_rate=seconds_per_rate,
-    )
-    return closed, opened
-
-
 def sweep_workloads(
     target: Target,
     loads: Sequence[Workload],
@@ -202,19 +177,22 @@ def sweep_workloads(
     windows: Windows = Windows(),
     seconds_per_rate: float = 10.0,
 ) -> list[SweepResult]:
+    """For each workload, the concurrency sweep, then Poisson rates up to its
+    best request rate."""
     swept: list[SweepResult] = []
     for load in loads:
-        swept.extend(
-            sweep_workload(
-                target,
-                load,
-                results,
-                label=label,
-                concurrency=concurrency,
-                windows=windows,
-                seconds_per_rate=seconds_per_rate,
-            )
+        closed = concurrency_sweep(
+            target, load, results, label=label, concurrency=concurrency, windows=windows
         )
+        opened = request_rate_sweep(
+            target,
+            load,
+            results,
+            label=label,
+            rates=poisson_rates(closed.best.requests_per_sec),
+            seconds_per_rate=seconds_per_rate,
+        )
+        swept += [closed, opened]
     return swept
 
 

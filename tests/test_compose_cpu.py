@@ -260,7 +260,7 @@ def test_prometheus_scrapes_per_tenant_stats_and_triton_metrics(stack: ComposeSt
         re.M,
     )
     assert answered and int(answered[1]) > 0, stats[-4000:]
-    metrics = _scrape(stack.metrics_port, "/metrics")
+    metrics = _scrape(stack.endpoints.metrics_port, "/metrics")
     assert re.search(r'^nv_inference_request_success\{model="tokenizer"', metrics, re.M), metrics[
         -4000:
     ]
@@ -290,7 +290,7 @@ def test_a_key_removed_from_the_mounted_file_is_refused(stack: ComposeStack) -> 
 
 def _tokenizer_answers(stack: ComposeStack) -> int:
     """From Triton's metrics: its statistics API is behind the edge."""
-    metrics = _scrape(stack.metrics_port, "/metrics")
+    metrics = _scrape(stack.endpoints.metrics_port, "/metrics")
     found = re.search(
         r'^nv_inference_request_success\{model="tokenizer"[^}]*\} (\d+)', metrics, re.M
     )

@@ -321,12 +321,11 @@ class Envoy:
     def grpc_url(self) -> str:
         return f"127.0.0.1:{self.ports.grpc}"
 
-    @property
-    def admin_target(self) -> str:
-        return f"127.0.0.1:{self.ports.admin}"
+    def admin_url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports.admin}{path}"
 
     def admin_json(self, path: str) -> dict[str, Any]:
-        with urllib.request.urlopen(f"http://{self.admin_target}{path}", timeout=5) as reply:
+        with urllib.request.urlopen(self.admin_url(path), timeout=5) as reply:
             return json.loads(reply.read())
 
     def host_health(self) -> dict[int, dict[str, object]]:
@@ -395,9 +394,7 @@ def running_envoy(replicas: Sequence[Replica], workdir: Path, vcpu: int) -> Iter
 
 
 def _envoy_ready(envoy: Envoy, replicas: int) -> bool:
-    return (
-        answers_ok(f"http://{envoy.admin_target}/ready") and len(envoy.routable_ports()) == replicas
-    )
+    return answers_ok(envoy.admin_url("/ready")) and len(envoy.routable_ports()) == replicas
 
 
 @contextmanager
