@@ -367,6 +367,13 @@ def load_encoder(
         state = fused_state_dict(load_file(str(weights_path)), shape.num_layers)
     except KeyError as missing:
         raise ValueError(f"{weights_path}: no weight {missing} in the checkpoint") from None
-    # Not strict: the Dense head came loaded from its own folder.
-    encoder.load_state_dict(state, strict=False)
+    # Not strict about the Dense head, which came loaded from its own folder;
+    # any other parameter left unloaded would run on random weights.
+    unloaded = [
+        name
+        for name in encoder.load_state_dict(state, strict=False).missing_keys
+        if not name.startswith("head.")
+    ]
+    if unloaded:
+        raise ValueError(f"{weights_path}: the checkpoint sets no {', '.join(unloaded)}")
     return encoder.place(device, dtype)
