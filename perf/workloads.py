@@ -153,12 +153,14 @@ def write_text_input_data(workload: Workload, path: Path) -> Path:
     return path
 
 
-def write_token_input_data(workload: Workload, path: Path) -> Path:
+def write_token_input_data(
+    workload: Workload, path: Path, tokenizer: Tokenizer | None = None
+) -> Path:
     """perf_analyzer input for `embed_tokens`: one entry per text with its
-    ids and mask (INT64), each request's rows padded with id 0 / mask 0 to
-    that request's longest row, as the embed_tokens contract asks; run with
-    `-b workload.texts_per_request`."""
-    tokenizer = model_tokenizer()
+    ids and mask (INT64) by `tokenizer` (default: the served model's), each
+    request's rows padded with id 0 / mask 0 to that request's longest row,
+    as the embed_tokens contract asks; run with `-b workload.texts_per_request`."""
+    tokenizer = tokenizer or model_tokenizer()
     entries = []
     for request in workload.requests:
         ids = [encoding.ids for encoding in tokenizer.encode_batch(request)]

@@ -5,8 +5,9 @@ BERT (CLS pooling, a Dense module) and XLM-RoBERTa (mean pooling, positions
 after the padding id) models from harness/family_models.py. Rows of mixed
 lengths, one row alone, a row at the max length, empty and whitespace-only
 texts; a token budget that splits the rows into several forwards gives the
-same embeddings as one forward; an architecture the encoder does not serve
-is refused by name.
+same embeddings as one forward, and so do forwards padded to token buckets
+(the shapes CUDA graphs replay); an architecture the encoder does not serve
+and a malformed bucket are refused by name.
 
 torch lives only in .venv-export, so both sides run there as subprocesses
 (tests/torch_reference.py, tests/st_reference.py), each once for all cases.
@@ -47,12 +48,17 @@ TEXTS = (
 )
 MODELS = ("minilm", "bert", "xlmr")
 # name -> (texts, tokens per forward: None for the model's max length, the
-# smallest budget the served model accepts)
-CASES: dict[str, tuple[tuple[str, ...], int | None]] = {
-    "mixed": (TEXTS, ONE_FORWARD),
-    "one-row": ((TEXTS[0],), ONE_FORWARD),
-    "budget": (TEXTS, None),
+# smallest budget the served model accepts; whether forwards run padded to
+# token buckets, as CUDA graphs replay them)
+CASES: dict[str, tuple[tuple[str, ...], int | None, bool]] = {
+    "mixed": (TEXTS, ONE_FORWARD, False),
+    "one-row": ((TEXTS[0],), ONE_FORWARD, False),
+    "budget": (TEXTS, None, False),
+    "buckets": (TEXTS, None, True),
 }
+# Rows a bucket holds: the first forward of TEXTS at the max length has
+# more (5), so it runs unpadded; the others are padded.
+BUCKET_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -102,16 +108,19 @@ def results(models: dict[str, Model]) -> dict[tuple[str, str], dict[str, Any]]:
     packed_requests, reference_requests = [], []
     for model_name, case in keys:
         model = models[model_name]
-        texts, budget = CASES[case]
+        texts, budget, bucketed = CASES[case]
         input_ids, attention_mask = model.tokens(texts)
+        budget = budget or model.max_length
         packed_requests.append(
             {
                 "model_dir": str(model.model_dir),
                 "pooling": model.pooling,
                 "device": "cpu",
-                "tokens_per_forward": budget or model.max_length,
+                "tokens_per_forward": budget,
                 "input_ids": input_ids.tolist(),
                 "attention_mask": attention_mask.tolist(),
+                # One too small for these forwards, and the budget itself.
+                **({"token_buckets": f"16,{budget}", "max_rows": BUCKET_ROWS} if bucketed else {}),
             }
         )
         reference_requests.append({"model_dir": str(model.model_dir), "texts": list(texts)})
@@ -173,6 +182,44 @@ def test_a_token_budget_below_the_rows_splits_forwards_alike(
     np.testing.assert_allclose(split["embedding"], whole["embedding"], atol=1e-5)
     np.testing.assert_allclose(split["norm"], whole["norm"], rtol=1e-5)
     assert _cosines(split).min() >= MIN_COSINE
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_forwards_padded_to_token_buckets_embed_alike(
+    results: dict[tuple[str, str], dict[str, Any]], model: str
+) -> None:
+    padded, unpadded = results[model, "buckets"], results[model, "budget"]
+    assert padded["forwards"] == unpadded["forwards"] > 1
+    np.testing.assert_allclose(padded["embedding"], unpadded["embedding"], atol=1e-5)
+    np.testing.assert_allclose(padded["norm"], unpadded["norm"], rtol=1e-5)
+    assert _cosines(padded).min() >= MIN_COSINE
+
+
+@pytest.mark.parametrize(
+    ("buckets", "message"),
+    [
+        ("64,x", "CUDA graph bucket 'x' is not a positive token count"),
+        ("0", "CUDA graph bucket '0' is not a positive token count"),
+        ("64,512", "CUDA graph bucket 512 exceeds tokens_per_forward 256"),
+    ],
+)
+def test_a_bad_token_bucket_is_refused_by_name(
+    models: dict[str, Model], buckets: str, message: str
+) -> None:
+    model = models["minilm"]
+    request = {
+        "model_dir": str(model.model_dir),
+        "pooling": model.pooling,
+        "device": "cpu",
+        "tokens_per_forward": 256,
+        "token_buckets": buckets,
+        "max_rows": 8,
+        "input_ids": [[101, 2000, 102]],
+        "attention_mask": [[1, 1, 1]],
+    }
+    refused = _run("torch_reference.py", request)
+    assert refused.returncode != 0
+    assert message in refused.stderr, refused.stderr[-2000:]
 
 
 def test_an_architecture_it_does_not_serve_is_refused_by_name(tmp_path: Path) -> None:

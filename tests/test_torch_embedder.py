@@ -5,8 +5,9 @@ norms.
 
 torch exists only in .venv-export, so the PyTorch side runs there as a
 subprocess (tests/torch_reference.py); ONNX Runtime runs in this process.
-The served test runs the Triton model (model_repository/torch_gpu) in a real
-tritonserver on a CPU instance, its stub in .venv-export (EXECUTION_ENV_PATH).
+The served tests run the Triton model (model_repository/torch_gpu) in a real
+tritonserver on a CPU instance, its stub in .venv-export (EXECUTION_ENV_PATH),
+as shipped and with token buckets (cuda_graph_tokens).
 """
 
 from __future__ import annotations
@@ -165,12 +166,24 @@ def _on_cpu_in_the_export_env(config: model_config_pb2.ModelConfig) -> None:
     config.parameters["EXECUTION_ENV_PATH"].string_value = str(EXPORT_PYTHON.parent.parent)
 
 
-@pytest.fixture(scope="module")
-def torch_server_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def _with_token_buckets(config: model_config_pb2.ModelConfig) -> None:
+    """As _on_cpu_in_the_export_env, with forwards padded to token buckets
+    (CUDA graphs' shapes, run eagerly on CPU): one below these texts' total
+    and one above it."""
+    _on_cpu_in_the_export_env(config)
+    assert "cuda_graph_tokens" in config.parameters
+    config.parameters["cuda_graph_tokens"].string_value = "64,1024"
+
+
+@pytest.fixture(scope="module", params=["eager", "token-buckets"])
+def torch_server_grpc(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("torch_embedder")
+    edit = _with_token_buckets if request.param == "token-buckets" else _on_cpu_in_the_export_env
     repository = repository_variant(
         folder / "repository",
-        {"embedder": _on_cpu_in_the_export_env},
+        {"embedder": edit},
         (SHARED_REPOSITORY, MODEL_REPOSITORY / "torch_gpu"),
     )
     with running_server(folder / "tritonserver.log", [repository]) as server:

@@ -5,7 +5,9 @@ torch lives only in the export environment, so the tests run this script
 with the export venv's python. Reads a request
 `{"model_dir", "pooling", "device", "tokens_per_forward", "input_ids", "attention_mask"}`
 (ids and mask as lists of equal-length rows; device "cpu" runs float32,
-"cuda" float16, as the Triton model does), or a JSON list of them, from
+"cuda" float16, as the Triton model does; optional "token_buckets", the
+config's cuda_graph_tokens string, and "max_rows" run each forward padded
+to its bucket, captured on CUDA), or a JSON list of them, from
 stdin and writes `{"embedding": [[...]], "norm": [[...]], "forwards": N,
 "attention": NAME}` (or a list of those, each encoder loaded once) to
 stdout. A model the encoder refuses fails the script with its message.
@@ -27,6 +29,7 @@ def embed(request: dict[str, Any], encoders: dict[tuple[str, str, str], Any]) ->
     import numpy as np
     import torch
     from packed_encoder import load_encoder
+    from packed_graphs import BucketedEncoder, parse_buckets
     from packed_rows import embed_packed, forward_spans
 
     device = torch.device(request["device"])
@@ -38,7 +41,13 @@ def embed(request: dict[str, Any], encoders: dict[tuple[str, str, str], Any]) ->
     input_ids = np.array(request["input_ids"], dtype=np.int64)
     attention_mask = np.array(request["attention_mask"], dtype=np.int64)
     budget = int(request["tokens_per_forward"])
-    embedding, norm = embed_packed(encoder, input_ids, attention_mask, budget)
+    buckets = parse_buckets(request.get("token_buckets", ""), budget)
+    forward = None
+    if buckets:
+        forward = BucketedEncoder(encoder, buckets, int(request["max_rows"]))
+        if device.type == "cuda":
+            forward.capture()
+    embedding, norm = embed_packed(encoder, input_ids, attention_mask, budget, forward)
     lengths = (attention_mask != 0).sum(axis=1).tolist()
     return {
         "embedding": embedding.tolist(),

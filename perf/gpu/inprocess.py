@@ -1,12 +1,21 @@
-"""The torch_gpu embedder's packed encoder on the GPU without Triton: the
-ceiling the served numbers are held against, the GPU's own matrix-product
-rate, and the cost of padding against the padded encoder it replaced
-(perf/gpu/padded_encoder.py). CUDA only.
+"""The torch_gpu embedder's packed encoder without Triton, in the variants
+the GPU issue asks to compare one by one, each beside the shipped one in
+the same run: eager, compiled as shipped, compiled with CUDA graphs of
+token buckets, compiled with tanh GELU, and compiled by max-autotune (GEMM
+templates that take bias and GELU into their epilogue). Plus the GPU's own
+matrix-product rate and the cost of padding against the padded encoder
+the packed one replaced (perf/gpu/padded_encoder.py).
 
-Forward passes are timed with CUDA events (median of repeats after warm-up)
-on random token ids already on the GPU, packed; `embed_packed` runs are
-timed as the embedder runs them, from host arrays to host arrays, with the
-host thread's CPU time per forward beside them.
+For each variant and workload: one forward of packed host rows (copy
+included) on the GPU clock, the whole execution from host arrays to host
+arrays as the embedder runs it with the host thread's CPU ms per forward,
+tokens per forward, and a profile of the forward (perf/gpu/profile.py);
+per variant its warm-up (compile) and capture time, graph memory, and
+cosine to sentence-transformers in float32 on the same weights.
+
+On CPU (`--device cpu`, how the tests run the kit) the same code runs at
+a small scale: compile modes and graph capture are switched off by device,
+the clock is the host's, and there is no MFU.
 """
 
 from __future__ import annotations
@@ -14,20 +23,40 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
 from perf.gpu import padded_encoder
-from perf.gpu.embedder_code import ENCODER_DIR, packed_modules
-from perf.gpu.models import VOCAB_SIZE, BertShape, dense_peak_flops
+from perf.gpu.embedder_code import ENCODER_DIR, packed_graphs, packed_modules
+from perf.gpu.models import VOCAB_SIZE, BertShape, dense_peak_flops, reference_embeddings
+from perf.gpu.profile import kernel_table
+from perf.gpu.served import CHECK_TEXTS, GRAPH_TOKEN_BUCKETS
+from perf.gpu.variants import SERVED, VARIANTS
+from server.paths import TOKENIZER_JSON
 
-WARMUP = 3
-REPEATS = 10
 PADDING_ROWS = 1024
 PADDING_GROUP = 64
+# Tokens per row of each workload: short texts, and texts at the max length.
+WORKLOAD_LENGTHS = (50, 512)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Rows per workload (an execution of the shipped max_batch_size on a
+    GPU) and timed runs; a CPU run only checks that the kit works."""
+
+    rows: int
+    warmup: int
+    repeats: int
+
+    @classmethod
+    def for_device(cls, device: torch.device) -> Scale:
+        return cls(256, 3, 10) if device.type == "cuda" else cls(2, 1, 2)
 
 
 def tokens_per_forward() -> int:
@@ -37,15 +66,25 @@ def tokens_per_forward() -> int:
     return int(config[key:].split('string_value: "', 1)[1].split('"', 1)[0])
 
 
-def _median_ms(run: Callable[[], object], on_gpu_clock: bool = True) -> float:
-    """Median of REPEATS timed runs after WARMUP: by CUDA events, or by the
-    host clock for runs that end by copying to the host (so they
-    synchronize)."""
-    for _ in range(WARMUP):
+def max_batch_size() -> int:
+    """The shipped config's rows per execution: a graph bucket's row bound."""
+    config = (ENCODER_DIR.parent / "config.pbtxt").read_text()
+    return int(config.split("max_batch_size:", 1)[1].split()[0])
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_ms(run: Callable[[], object], device: torch.device, scale: Scale) -> float:
+    """Median ms of scale.repeats runs after scale.warmup: by CUDA events on
+    a GPU, by the host clock on CPU."""
+    for _ in range(scale.warmup):
         run()
     times = []
-    for _ in range(REPEATS):
-        if on_gpu_clock:
+    for _ in range(scale.repeats):
+        if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             run()
@@ -59,13 +98,13 @@ def _median_ms(run: Callable[[], object], on_gpu_clock: bool = True) -> float:
     return statistics.median(times)
 
 
-def _host_ms(run: Callable[[], object]) -> tuple[float, float]:
-    """Median wall ms and median CPU ms of this thread, over REPEATS runs
-    that end on the host, after WARMUP."""
-    for _ in range(WARMUP):
+def _host_ms(run: Callable[[], object], scale: Scale) -> tuple[float, float]:
+    """Median wall ms and median CPU ms of this thread, over runs that end
+    on the host."""
+    for _ in range(scale.warmup):
         run()
     wall, cpu = [], []
-    for _ in range(REPEATS):
+    for _ in range(scale.repeats):
         started, started_cpu = time.perf_counter(), time.thread_time()
         run()
         cpu.append((time.thread_time() - started_cpu) * 1000)
@@ -77,7 +116,7 @@ def matmul_tflops(size: int = 8192) -> float:
     """The GPU's float16 matrix-product rate on random data, TFLOP/s."""
     left = torch.randn(size, size, device="cuda", dtype=torch.float16)
     right = torch.randn(size, size, device="cuda", dtype=torch.float16)
-    milliseconds = _median_ms(lambda: left @ right)
+    milliseconds = _median_ms(lambda: left @ right, torch.device("cuda"), Scale(0, 3, 10))
     return 2 * size**3 / milliseconds / 1e9
 
 
@@ -86,54 +125,184 @@ def _random_ids(rows: int, length: int, generator: torch.Generator) -> torch.Ten
     return torch.randint(1000, VOCAB_SIZE, (rows, length), generator=generator)
 
 
-def _packed_on_gpu(rows: int, length: int, generator: torch.Generator) -> Any:
-    """`rows` full rows of `length` random tokens, packed, on the GPU."""
-    encoder_module, _ = packed_modules()
-    ids = _random_ids(rows, length, generator).flatten()
-    positions = torch.arange(length).repeat(rows)
-    bounds = tuple(range(0, rows * length + 1, length))
-    return encoder_module.PackedRows(
-        torch.stack([ids, positions]).cuda(),
-        torch.tensor(bounds, dtype=torch.int32).cuda(),
-        bounds,
-        length,
-    )
+def _rate(tokens: float, milliseconds: float) -> float:
+    return tokens / milliseconds * 1000
 
 
-def encoder_throughput(
-    encoder: Any, shape: BertShape, rows: int, length: int, peak_flops: float
+def workload(
+    encoder: Any,
+    forward: Callable[[Any], torch.Tensor] | None,
+    shape: BertShape,
+    rows: int,
+    length: int,
+    peak_flops: float | None,
+    scale: Scale,
 ) -> dict[str, Any]:
-    """One packed forward of `rows` full rows of `length` tokens, and the
-    same rows through embed_packed from the host, as the embedder runs them
-    (in forwards of the shipped token budget)."""
+    """`rows` full rows of `length` random tokens: the first forward's packed
+    rows timed alone and profiled, and all rows through embed_packed, in
+    forwards of the shipped token budget."""
     _, rows_module = packed_modules()
-    generator = torch.Generator().manual_seed(rows * 1000 + length)
-    packed = _packed_on_gpu(rows, length, generator)
-    host_ids = _random_ids(rows, length, generator).numpy()
-    host_mask = np.ones_like(host_ids)
+    device = encoder.device
+    ids = _random_ids(rows, length, torch.Generator().manual_seed(rows * 1000 + length))
+    attended = torch.ones_like(ids, dtype=torch.bool)
     budget = tokens_per_forward()
-    forwards = len(rows_module.forward_spans([length] * rows, budget))
-    with torch.inference_mode():
-        forward_ms = _median_ms(lambda: encoder(packed))
+    spans = rows_module.forward_spans([length] * rows, budget)
+    first = slice(*spans[0])
+    packed = rows_module.pack(ids[first], encoder.position_ids(ids[first]), attended[first])
+    run = forward or (lambda host: encoder(host.to(device)))
+
+    def one_forward() -> object:
+        with torch.inference_mode():
+            return run(packed)
+
+    forward_ms = _median_ms(one_forward, device, scale)
+    host_ids, host_mask = ids.numpy(), np.ones_like(ids.numpy())
     host_to_host_ms, cpu_ms = _host_ms(
-        lambda: rows_module.embed_packed(encoder, host_ids, host_mask, budget)
+        lambda: rows_module.embed_packed(encoder, host_ids, host_mask, budget, forward), scale
     )
-    tokens = rows * length
-    flops = tokens * shape.flops_per_token(length)
+    forward_tokens, tokens = packed.tokens.shape[1], rows * length
+    flops_per_token = shape.flops_per_token(length)
+
+    def mfu(tokens_per_s: float) -> float | None:
+        return tokens_per_s * flops_per_token / peak_flops if peak_flops else None
+
+    forward_rate, host_rate = _rate(forward_tokens, forward_ms), _rate(tokens, host_to_host_ms)
     return {
-        "shape": shape.name,
         "rows": rows,
         "length": length,
+        "forward_tokens": forward_tokens,
         "forward_ms": forward_ms,
-        "forward_tokens_per_s": tokens / forward_ms * 1000,
-        "forward_mfu": flops / (forward_ms / 1000) / peak_flops,
+        "forward_tokens_per_s": forward_rate,
+        "forward_mfu": mfu(forward_rate),
         "host_to_host_ms": host_to_host_ms,
-        "host_to_host_tokens_per_s": tokens / host_to_host_ms * 1000,
-        "host_to_host_mfu": flops / (host_to_host_ms / 1000) / peak_flops,
-        "tokens_per_forward": tokens / forwards,
-        "cpu_ms_per_forward": cpu_ms / forwards,
-        "attention": encoder.attention_name,
+        "host_to_host_tokens_per_s": host_rate,
+        "host_to_host_mfu": mfu(host_rate),
+        "tokens_per_forward": tokens / len(spans),
+        "cpu_ms_per_forward": cpu_ms / len(spans),
+        "profile": kernel_table(one_forward, device),
     }
+
+
+def check_texts(max_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The served check's texts as the tokenizer stage sends them."""
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_JSON))
+    tokenizer.enable_truncation(max_length)
+    tokenizer.no_padding()
+    encodings = tokenizer.encode_batch(list(CHECK_TEXTS))
+    width = max(len(encoding.ids) for encoding in encodings)
+    ids = np.zeros((len(encodings), width), np.int64)
+    mask = np.zeros_like(ids)
+    for row, encoding in enumerate(encodings):
+        ids[row, : len(encoding.ids)] = encoding.ids
+        mask[row, : len(encoding.ids)] = 1
+    return ids, mask
+
+
+class InProcess:
+    """The in-process measurements of one run, filled step by step (each
+    variant is a step of the run, so a run cut short keeps the variants it
+    measured)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.dtype = torch.float16 if device.type == "cuda" else torch.float32
+        self.scale = Scale.for_device(device)
+        self.peak: float | None = None
+        self.result: dict[str, Any] = {"device": str(device), "variants": [], "padding": []}
+        if device.type == "cuda":
+            name = torch.cuda.get_device_name(device)
+            self.peak = dense_peak_flops(name)
+            self.result |= {
+                "device": name,
+                "dense_fp16_peak_tflops": self.peak / 1e12,
+                "matmul_tflops": matmul_tflops(),
+            }
+        self._encoders: dict[str, Any] = {}
+        self._references: dict[str, np.ndarray] = {}
+
+    def _encoder(self, shape: BertShape, model_dir: Path) -> Any:
+        if shape.name not in self._encoders:
+            encoder_module, _ = packed_modules()
+            self._encoders[shape.name] = encoder_module.load_encoder(
+                model_dir, "mean", self.device, self.dtype
+            )
+        return self._encoders[shape.name]
+
+    def _min_cosine(
+        self, encoder: Any, forward: Any, shape: BertShape, model_dir: Path, max_length: int
+    ) -> float:
+        """The lowest cosine over CHECK_TEXTS to sentence-transformers in
+        float32 on the same weights."""
+        _, rows_module = packed_modules()
+        if shape.name not in self._references:
+            self._references[shape.name] = reference_embeddings(
+                model_dir, list(CHECK_TEXTS), max_length, self.device.type
+            )
+        reference = self._references[shape.name]
+        ids, mask = check_texts(max_length)
+        embedding, _ = rows_module.embed_packed(encoder, ids, mask, tokens_per_forward(), forward)
+        cosines = np.sum(embedding * reference, axis=1) / np.linalg.norm(reference, axis=1)
+        return float(cosines.min())
+
+    def variant(
+        self, name: str, shape: BertShape, model_dir: Path, max_length: int
+    ) -> dict[str, Any]:
+        """Measures one variant of the encoder of `shape` and records it."""
+        variant = VARIANTS[name]
+        encoder_module, rows_module = packed_modules()
+        encoder = self._encoder(shape, model_dir)
+        # A fresh compile per variant: dynamo would otherwise reuse the code
+        # it compiled for the blocks in an earlier variant's mode.
+        torch._dynamo.reset()
+        mode = encoder_module.SERVED_COMPILE_MODE if variant.compile_mode == SERVED else None
+        encoder.place(self.device, self.dtype, mode or variant.compile_mode)
+        served_gelu = [layer.approximate for layer in encoder.layers]
+        for layer in encoder.layers:
+            layer.approximate = variant.gelu or layer.approximate
+        try:
+            record: dict[str, Any] = {
+                "shape": shape.name,
+                "variant": name,
+                **asdict(variant),
+                "attention": encoder.attention_name,
+            }
+            started = time.perf_counter()
+            forward = None
+            if variant.graphs:
+                forward = packed_graphs().BucketedEncoder(
+                    encoder, GRAPH_TOKEN_BUCKETS, max_batch_size()
+                )
+                if self.device.type == "cuda":
+                    capture = forward.capture()
+                    record |= {
+                        "capture_s": capture.seconds,
+                        "graph_mib": capture.memory_bytes / 2**20,
+                    }
+            ids, mask = check_texts(max_length)
+            rows_module.embed_packed(encoder, ids, mask, tokens_per_forward(), forward)
+            _synchronize(self.device)
+            record["warm_up_s"] = time.perf_counter() - started
+            record["min_cosine"] = self._min_cosine(encoder, forward, shape, model_dir, max_length)
+            record["workloads"] = [
+                workload(encoder, forward, shape, self.scale.rows, length, self.peak, self.scale)
+                for length in WORKLOAD_LENGTHS
+                if length <= max_length
+            ]
+        finally:
+            for layer, approximate in zip(encoder.layers, served_gelu, strict=True):
+                layer.approximate = approximate
+        self.result["variants"].append(record)
+        return record
+
+    def padding(self, shape: BertShape, model_dir: Path, max_length: int) -> None:
+        """The shipped packed encoder against three padded ways (GPU only)."""
+        encoder = self._encoder(shape, model_dir)
+        torch._dynamo.reset()
+        encoder.place(self.device, self.dtype)
+        padded = padded_encoder.load_encoder(model_dir, "mean", self.device, self.dtype)
+        self.result["padding"] += padding_comparison(encoder, padded, shape, max_length)
+        del padded
+        torch.cuda.empty_cache()
 
 
 def padding_comparison(
@@ -168,9 +337,11 @@ def padding_comparison(
         f"arrival-order groups padded to {max_length}": lambda: in_arrival_order(False),
     }
     results = []
+    # Ends on the host, so the host clock.
+    host_clock = torch.device("cpu")
     with torch.inference_mode():
         for name, run in ways.items():
-            milliseconds = _median_ms(run, on_gpu_clock=False)
+            milliseconds = _median_ms(run, host_clock, Scale.for_device(torch.device("cuda")))
             results.append(
                 {
                     "shape": shape.name,
@@ -183,29 +354,3 @@ def padding_comparison(
                 }
             )
     return results
-
-
-def measure(
-    shapes: dict[str, BertShape], model_dirs: dict[str, Path], max_length: int
-) -> dict[str, Any]:
-    device_name = torch.cuda.get_device_name()
-    peak = dense_peak_flops(device_name)
-    encoder_module, _ = packed_modules()
-    result: dict[str, Any] = {
-        "device": device_name,
-        "dense_fp16_peak_tflops": peak / 1e12,
-        "matmul_tflops": matmul_tflops(),
-        "throughput": [],
-        "padding": [],
-    }
-    cuda = torch.device("cuda")
-    for name, shape in shapes.items():
-        encoder = encoder_module.load_encoder(model_dirs[name], "mean", cuda, torch.float16)
-        for length in (50, max_length):
-            for rows in (64, 128, 256):
-                result["throughput"].append(encoder_throughput(encoder, shape, rows, length, peak))
-        padded = padded_encoder.load_encoder(model_dirs[name], "mean", cuda, torch.float16)
-        result["padding"] += padding_comparison(encoder, padded, shape, max_length)
-        del encoder, padded
-        torch.cuda.empty_cache()
-    return result

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perf.gpu.inprocess_report import (
+    best_host_to_host,
+    in_process_lines,
+    markdown_table,
+    share_text,
+    tokens_text,
+)
 from perf.gpu.models import SHAPES, dense_peak_flops
 
 P99_TARGET_MS = 100.0
@@ -27,6 +34,11 @@ ANCHORS = (
 GOAL = (1.6e6, 2.0e6)
 
 Run = tuple[str, dict[str, Any]]  # (name, results.json)
+
+
+def _entry_point(sweep: dict[str, Any]) -> str:
+    """The model a sweep sent to: runs before the `tokens` option swept only `embed`."""
+    return str(sweep.get("model", "embed"))
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,10 @@ class Point:
         return str(self.sweep["workload"]).split("-")[0]
 
     @property
+    def model(self) -> str:
+        return _entry_point(self.sweep)
+
+    @property
     def tokens_per_s(self) -> float:
         return float(self.measurement["infer_per_sec"]) * float(self.sweep["mean_tokens"])
 
@@ -57,12 +73,6 @@ def _points(runs: Sequence[Run]) -> Iterator[Point]:
             for sweep in served["sweeps"]:
                 for measurement in sweep["measurements"]:
                     yield Point(name, served, sweep, measurement)
-
-
-def _tokens(value: float) -> str:
-    if value >= 1e6:
-        return f"{value / 1e6:.2f}M"
-    return f"{value / 1e3:.0f}K"
 
 
 def _peak(runs: Sequence[Run]) -> float | None:
@@ -90,8 +100,13 @@ def _stage(measurement: dict[str, Any], model: str) -> dict[str, float] | None:
 
 
 def best_served(runs: Sequence[Run], shape: str, kind: str) -> Point | None:
-    """The served level with the most tokens/s."""
-    candidates = [point for point in _points(runs) if point.shape == shape and point.kind == kind]
+    """The served level of `embed` with the most tokens/s: texts in, as the
+    anchors measure."""
+    candidates = [
+        point
+        for point in _points(runs)
+        if point.shape == shape and point.kind == kind and point.model == "embed"
+    ]
     return max(candidates, key=lambda point: point.tokens_per_s) if candidates else None
 
 
@@ -107,10 +122,10 @@ def anchor_table(runs: Sequence[Run]) -> list[str]:
         "| server | GPU | 50-token inputs | 512-token inputs |",
         "|---|---|---|---|",
         *(
-            f"| {name} | H200 | ~{_tokens(short)} | ~{_tokens(long)} |"
+            f"| {name} | H200 | ~{tokens_text(short)} | ~{tokens_text(long)} |"
             for name, short, long in ANCHORS
         ),
-        f"| goal of this project | H200 | >= {_tokens(GOAL[0])} | >= {_tokens(GOAL[1])} |",
+        f"| goal of this project | H200 | >= {tokens_text(GOAL[0])} | >= {tokens_text(GOAL[1])} |",
     ]
     cells = []
     for kind in ("short", "long"):
@@ -118,7 +133,7 @@ def anchor_table(runs: Sequence[Run]) -> list[str]:
         cells.append(
             "not measured"
             if point is None
-            else f"{_tokens(point.tokens_per_s)} (MFU "
+            else f"{tokens_text(point.tokens_per_s)} (MFU "
             f"{_mfu(point.tokens_per_s, 'bert-base', point.sweep['mean_tokens'], peak)}; "
             f"{point.run} {point.served['name']}, concurrency {point.measurement['load']:g}, "
             f"p99 {point.measurement['p99_ms']:.0f} ms)"
@@ -130,18 +145,11 @@ def anchor_table(runs: Sequence[Run]) -> list[str]:
     in_process = _in_process(runs)
     cells = []
     for length in (50, 512):
-        rows = [
-            row
-            for row in (in_process or {}).get("throughput", [])
-            if row["shape"] == "bert-base" and row["length"] == length
-        ]
-        if not rows:
-            cells.append("not measured")
-            continue
-        row = max(rows, key=lambda row: row["host_to_host_tokens_per_s"])
+        best = best_host_to_host(in_process, "bert-base", length)
         cells.append(
-            f"{_tokens(row['host_to_host_tokens_per_s'])} (MFU {row['host_to_host_mfu']:.1%}; "
-            f"{row['rows']} rows per forward)"
+            "not measured"
+            if best is None
+            else f"{tokens_text(best[0])} (MFU {share_text(best[1])}; {best[2]} per forward)"
         )
     lines.append(
         f"| this project, the encoder in process (no server; BERT-base shape) | {gpu} "
@@ -150,20 +158,12 @@ def anchor_table(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows),
-    ]
-
-
 def runs_table(runs: Sequence[Run]) -> list[str]:
     def setups(results: dict[str, Any]) -> str:
         names = ", ".join(served["name"] for served in results["served"]) or "none"
         return f"in-process; {names}" if "in_process" in results else names
 
-    return _table(
+    return markdown_table(
         ("run", "started", "kit", "setups", "failed steps"),
         (
             (
@@ -182,9 +182,9 @@ def summary_table(runs: Sequence[Run]) -> list[str]:
     """Per setup and workload: the best level, and the best within the p99 target."""
     peak = _peak(runs)
     lines = [
-        f"| run | setup | workload | best tokens/s (MFU) | its p50 / p99 ms "
+        f"| run | setup | workload | entry point | best tokens/s (MFU) | its p50 / p99 ms "
         f"| best with p99 <= {P99_TARGET_MS:g} ms | its p50 / p99 ms |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, results in runs:
         for served in results["served"]:
@@ -192,7 +192,8 @@ def summary_table(runs: Sequence[Run]) -> list[str]:
                 points = [Point(name, served, sweep, m) for m in sweep["measurements"]]
                 if not points:
                     lines.append(
-                        f"| {name} | {served['name']} | {sweep['workload']} | not measured | | | |"
+                        f"| {name} | {served['name']} | {sweep['workload']} "
+                        f"| {_entry_point(sweep)} | not measured | | | |"
                     )
                     continue
                 best = max(points, key=lambda point: point.tokens_per_s)
@@ -201,7 +202,8 @@ def summary_table(runs: Sequence[Run]) -> list[str]:
                     name,
                     served["name"],
                     sweep["workload"],
-                    f"{_tokens(best.tokens_per_s)} "
+                    _entry_point(sweep),
+                    f"{tokens_text(best.tokens_per_s)} "
                     f"({_mfu(best.tokens_per_s, best.shape, sweep['mean_tokens'], peak)}) "
                     f"at concurrency {best.measurement['load']:g}",
                     f"{best.measurement['p50_ms']:.1f} / {best.measurement['p99_ms']:.1f}",
@@ -209,7 +211,7 @@ def summary_table(runs: Sequence[Run]) -> list[str]:
                 if within:
                     target = max(within, key=lambda point: point.tokens_per_s)
                     cells += [
-                        f"{_tokens(target.tokens_per_s)} at concurrency "
+                        f"{tokens_text(target.tokens_per_s)} at concurrency "
                         f"{target.measurement['load']:g}",
                         f"{target.measurement['p50_ms']:.1f} / {target.measurement['p99_ms']:.1f}",
                     ]
@@ -219,8 +221,43 @@ def summary_table(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
+def entry_point_table(runs: Sequence[Run]) -> list[str]:
+    """Per setup and workload swept through both entry points: the best
+    tokens/s of each, and the share of the throughput with ids in that
+    tokenizing on the server costs."""
+    best: dict[tuple[str, str, str], dict[str, float]] = {}
+    for point in _points(runs):
+        models = best.setdefault((point.run, point.served["name"], point.sweep["workload"]), {})
+        models[point.model] = max(models.get(point.model, 0.0), point.tokens_per_s)
+    rows = [
+        (
+            run,
+            setup,
+            workload,
+            tokens_text(models["embed"]),
+            tokens_text(models["embed_tokens"]),
+            f"{1 - models['embed'] / models['embed_tokens']:.0%}",
+        )
+        for (run, setup, workload), models in best.items()
+        if {"embed", "embed_tokens"} <= models.keys()
+    ]
+    if not rows:
+        return ["No setup in these runs was swept through both entry points."]
+    return markdown_table(
+        (
+            "run",
+            "setup",
+            "workload",
+            "best tokens/s, embed (texts in)",
+            "best tokens/s, embed_tokens (ids in)",
+            "tokenizer's share (1 - embed / embed_tokens)",
+        ),
+        rows,
+    )
+
+
 def check_table(runs: Sequence[Run]) -> list[str]:
-    return _table(
+    return markdown_table(
         (
             "run",
             "setup",
@@ -242,56 +279,46 @@ def check_table(runs: Sequence[Run]) -> list[str]:
     )
 
 
-def in_process_tables(runs: Sequence[Run]) -> list[str]:
-    in_process = _in_process(runs)
-    if in_process is None:
-        return ["Not measured in these runs."]
-    # Runs of the packed encoder also record its token budget's forwards.
-    packed = all("tokens_per_forward" in row for row in in_process["throughput"])
-    host = (
-        "embed_packed as the embedder runs it, with tokens and host-thread CPU ms per forward"
-        if packed
-        else "embed_in_groups as the embedder runs it"
-    )
-    extra_names, extra_rule = (
-        (" tokens per forward | CPU ms per forward |", "---|---|") if packed else ("", "")
-    )
-    lines = [
-        f"Float16 matrix product (8192 cubed) on this GPU: {in_process['matmul_tflops']:.0f} "
-        "TFLOP/s; MFU here and above is against the data-sheet dense float16 peak, "
-        f"{in_process['dense_fp16_peak_tflops']:.0f} TFLOP/s. Forward: token ids already on "
-        f"the GPU, CUDA events; host to host: {host}.",
+def loading_table(runs: Sequence[Run]) -> list[str]:
+    """Per served setup, its embedder instances' load-time lines."""
+
+    def each(entries: list[dict[str, Any]], key: str, unit: str) -> str:
+        return (
+            " / ".join(f"{entry[key]:g}" for entry in entries) + f" {unit}" if entries else "none"
+        )
+
+    rows = []
+    for name, results in runs:
+        for served in results["served"]:
+            loading = served.get("loading")
+            if loading is None:
+                rows.append((name, served["name"], "not recorded", "not recorded", "not recorded"))
+                continue
+            rows.append(
+                (
+                    name,
+                    served["name"],
+                    each(loading["warm_up"], "seconds", "s"),
+                    each(loading["capture"], "seconds", "s"),
+                    each(loading["capture"], "mib", "MiB"),
+                )
+            )
+    return [
+        "Each embedder instance logs its warm-up forward at load (on CUDA it compiles the "
+        "encoder's blocks) and, in `-graphs` setups on a GPU, its CUDA-graph capture; none: "
+        "no such line.",
         "",
-        "| shape | rows | tokens per row | forward ms | forward tokens/s | forward MFU "
-        f"| host-to-host ms | host-to-host tokens/s | host-to-host MFU |{extra_names}",
-        f"|---|---|---|---|---|---|---|---|---|{extra_rule}",
+        *markdown_table(
+            (
+                "run",
+                "setup",
+                "warm-up forward, per instance",
+                "CUDA-graph capture, per instance",
+                "graph memory, per instance",
+            ),
+            rows,
+        ),
     ]
-    for row in in_process["throughput"]:
-        extra = (
-            f" {row['tokens_per_forward']:.0f} | {row['cpu_ms_per_forward']:.2f} |"
-            if packed
-            else ""
-        )
-        lines.append(
-            f"| {row['shape']} | {row['rows']} | {row['length']} | {row['forward_ms']:.2f} "
-            f"| {_tokens(row['forward_tokens_per_s'])} | {row['forward_mfu']:.1%} "
-            f"| {row['host_to_host_ms']:.2f} | {_tokens(row['host_to_host_tokens_per_s'])} "
-            f"| {row['host_to_host_mfu']:.1%} |{extra}"
-        )
-    lines += [
-        "",
-        "Padding: 1024 rows of real lengths drawn uniformly from 8 to 512 tokens (seeded), "
-        "groups of 64, host to host, useful (unpadded) tokens/s:",
-        "",
-        "| shape | way | ms | useful tokens/s |",
-        "|---|---|---|---|",
-    ]
-    for row in in_process["padding"]:
-        lines.append(
-            f"| {row['shape']} | {row['way']} | {row['ms']:.1f} "
-            f"| {_tokens(row['useful_tokens_per_s'])} |"
-        )
-    return lines
 
 
 def _sweep_rows(points: list[Point], peak: float | None) -> list[str]:
@@ -316,7 +343,7 @@ def _sweep_rows(points: list[Point], peak: float | None) -> list[str]:
         mfu = _mfu(point.tokens_per_s, point.shape, point.sweep["mean_tokens"], peak)
         lines.append(
             f"| {measurement['load']:g} | {measurement['infer_per_sec']:.0f} "
-            f"| {_tokens(point.tokens_per_s)} | {mfu} | {measurement['p50_ms']:.1f} "
+            f"| {tokens_text(point.tokens_per_s)} | {mfu} | {measurement['p50_ms']:.1f} "
             f"| {measurement['p99_ms']:.1f} | {_gpu_utilization(measurement)} | {tokenizer_us} "
             f"| {queue_us} | {compute_us} |"
         )
@@ -331,9 +358,9 @@ def sweep_tables(runs: Sequence[Run]) -> list[str]:
             for sweep in served["sweeps"]:
                 lines += [
                     "",
-                    f"#### {name}: {served['name']}, {sweep['workload']} "
-                    f"({sweep['texts_per_request']} texts of ~{sweep['mean_tokens']:.0f} tokens "
-                    "per request)",
+                    f"#### {name}: {served['name']}, {sweep['workload']} through "
+                    f"{_entry_point(sweep)} ({sweep['texts_per_request']} texts of "
+                    f"~{sweep['mean_tokens']:.0f} tokens per request)",
                     "",
                 ]
                 for failed in sweep["errors"]:
@@ -388,8 +415,11 @@ def render(runs: Sequence[Run]) -> str:
         "",
         "Served: `embed` (texts in, float32 rows as raw bytes out) over gRPC by perf_analyzer at "
         "bulk priority, concurrency 4 to 64, float16 embedder instances on the GPU and "
-        "tokenizer instances on the CPU. A setup `bert-base-e4-t8-r256` has 4 embedder "
-        "instances, 8 tokenizer instances and executions of up to 256 rows. Tokens count [CLS] "
+        "tokenizer instances on the CPU; setups with the `tokens` option also sweep "
+        "`embed_tokens` (the same texts as token ids, tokenized by the client). A setup "
+        "`bert-base-e4-t8-r256` has 4 embedder instances, 8 tokenizer instances and executions "
+        "of up to 256 rows; `-graphs` replays each forward as a CUDA graph at the kit's token "
+        "buckets, `-mps` serves under NVIDIA MPS. Tokens count [CLS] "
         "and [SEP], not padding. MFU: model FLOPs (matrix products and attention) per second "
         "over the GPU's dense float16 peak. The anchors are H200 figures; an H100 has the same "
         "dense float16 peak and less memory bandwidth.",
@@ -406,13 +436,21 @@ def render(runs: Sequence[Run]) -> str:
         "",
         *summary_table(runs),
         "",
+        "## Entry points: texts in or token ids in",
+        "",
+        *entry_point_table(runs),
+        "",
         "## Correctness of the served embeddings",
         "",
         *check_table(runs),
         "",
+        "## Loading the embedder instances",
+        "",
+        *loading_table(runs),
+        "",
         "## The encoder in process",
         "",
-        *in_process_tables(runs),
+        *in_process_lines(_in_process(runs)),
         "",
         "## Every served sweep",
         *sweep_tables(runs),

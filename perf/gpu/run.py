@@ -5,12 +5,13 @@ and sweeps it, and writes into --out: results.json (rewritten after every
 step, so a run cut short keeps what it measured), report.md, and logs.tar.gz
 (server logs, perf_analyzer logs and CSVs).
 
-    python3 -m perf.gpu.run --out DIR [--in-process] [--serve SPEC ...]
+    python3 -m perf.gpu.run --out DIR [--in-process] [--serve SPEC ...] [--default-setups]
 
-Without --in-process or --serve it runs everything, which takes longer than
-one 10-minute call: pass a part per call and merge the results.json files
-with perf.gpu.report. `--device cpu` serves on CPU instances (the test suite
-runs the kit that way, with --serve and no workloads).
+Without any of those it runs everything, which takes longer than one
+10-minute call: a lease runs `--in-process` in one call and
+`--default-setups` in the next (docs/gpu.md), and perf.gpu.report merges
+their results.json files. `--device cpu` runs on CPU at a small scale (the
+test suite runs the kit that way): CPU instances, no compiling or capture.
 """
 
 from __future__ import annotations
@@ -34,16 +35,17 @@ from perf.gpu.models import MAX_POSITIONS, SHAPES, write_random_bert
 from perf.gpu.pack import KIT_RECORD
 from perf.gpu.report import headline, render
 from perf.gpu.served import Device, ServerSetup, serve_and_measure
+from perf.gpu.variants import VARIANTS
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 
-# Around the shipped GPU setup (4 embedder instances, 8 tokenizer
-# instances, 256 rows): what perf/results/h100/README.md leaves to measure.
+# The served part of a lease, most important first (a call stopped at its
+# limit keeps the setups it finished): the shipped setup through both entry
+# points, then CUDA graphs at 4 and 2 instances, then MPS, then MiniLM.
 DEFAULT_SETUPS = (
-    "bert-base:e4:t8:r256:short,long",
-    "bert-base:e2:t8:r256:short,long",
-    "bert-base:e1:t8:r256:short,long",
-    "bert-base:e4:t4:r256:short",
-    "bert-base:e4:t2:r256:short",
+    "bert-base:e4:t8:r256:short,long:tokens",
+    "bert-base:e4:t8:r256:short,long:graphs",
+    "bert-base:e2:t8:r256:short,long:graphs",
+    "bert-base:e4:t8:r256:short:mps",
     "minilm:e4:t8:r256:short,long",
 )
 SEED = 0
@@ -123,11 +125,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--in-process", action="store_true", help="measure the encoder alone")
     parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"in-process encoder variants, comma-separated, from {', '.join(VARIANTS)}",
+    )
+    parser.add_argument(
+        "--shapes",
+        default="bert-base",
+        help=f"in-process model shapes, comma-separated, from {', '.join(SHAPES)}",
+    )
+    parser.add_argument(
         "--serve",
         action="append",
         type=ServerSetup.parse,
-        help="SHAPE:eN:tN:rN[:short,long] (embedder instances, tokenizer instances, "
-        "rows per execute, workloads); repeat for several",
+        help="SHAPE:eN:tN:rN[:WORKLOADS[:OPTIONS]] (embedder instances, tokenizer instances, "
+        "rows per execute, short/long, graphs/tokens/mps); repeat for several",
+    )
+    parser.add_argument(
+        "--default-setups",
+        action="store_true",
+        help="serve DEFAULT_SETUPS (the served part of a lease) after any --serve",
     )
     parser.add_argument(
         "--stub-python",
@@ -136,28 +153,30 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--workdir", type=Path, help="default: a new temporary folder")
     args = parser.parse_args(argv)
-    everything = not args.in_process and not args.serve
-    setups: list[ServerSetup] = args.serve or (
-        [ServerSetup.parse(spec) for spec in DEFAULT_SETUPS] if everything else []
+    variants, shapes = args.variants.split(","), args.shapes.split(",")
+    for names, known in ((variants, VARIANTS), (shapes, SHAPES)):
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            parser.error(f"unknown {unknown}: known are {', '.join(known)}")
+    everything = not (args.in_process or args.serve or args.default_setups)
+    setups: list[ServerSetup] = (args.serve or []) + (
+        [ServerSetup.parse(spec) for spec in DEFAULT_SETUPS]
+        if everything or args.default_setups
+        else []
     )
-    if args.device == "cpu" and (args.in_process or everything):
-        parser.error("--in-process needs --device cuda")
+    if args.device == "cpu" and everything:
+        parser.error("--device cpu runs only what --in-process or --serve names")
+    in_process = args.in_process or everything
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpu_run_"))
     results = Results(args.out.resolve(), workdir, args.device)
 
     model_dirs = {}
-    for shape in sorted(
-        {setup.shape for setup in setups}
-        | (set(SHAPES) if everything or args.in_process else set())
-    ):
+    for shape in sorted({setup.shape for setup in setups} | (set(shapes) if in_process else set())):
         model_dirs[shape] = write_random_bert(
             SHAPES[shape], workdir / "models" / shape, TOKENIZER_JSON, SEED
         )
-    if args.in_process or everything:
-        with results.step("in-process"):
-            from perf.gpu.inprocess import measure
-
-            results.data["in_process"] = measure(SHAPES, model_dirs, MAX_POSITIONS)
+    if in_process:
+        measure_in_process(results, args.device, shapes, variants, model_dirs)
     for setup in setups:
         with results.step(f"served {setup.name} {','.join(setup.workloads)}"):
             started = time.monotonic()
@@ -176,6 +195,35 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout.write(headline([("this run", results.data)]))
     if results.data["errors"]:
         sys.exit(f"{len(results.data['errors'])} step(s) failed: see errors in results.json")
+
+
+def measure_in_process(
+    results: Results,
+    device: Device,
+    shapes: list[str],
+    variants: list[str],
+    model_dirs: dict[str, Path],
+) -> None:
+    """Each shape's variants, one step each, then the padding comparison
+    on a GPU; results.data["in_process"] grows as they end."""
+    import torch
+
+    from perf.gpu.inprocess import InProcess
+
+    measured = None
+    with results.step("in-process set-up"):
+        measured = InProcess(torch.device(device))
+        results.data["in_process"] = measured.result
+    if measured is None:
+        return
+    for shape in shapes:
+        for variant in variants:
+            with results.step(f"in-process {shape} {variant}"):
+                record = measured.variant(variant, SHAPES[shape], model_dirs[shape], MAX_POSITIONS)
+                print(f"  min cosine {record['min_cosine']:.6f}", flush=True)
+        if device == "cuda":
+            with results.step(f"in-process {shape} padding"):
+                measured.padding(SHAPES[shape], model_dirs[shape], MAX_POSITIONS)
 
 
 if __name__ == "__main__":

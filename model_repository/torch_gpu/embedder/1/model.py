@@ -5,13 +5,16 @@ file): float16 on the instance's GPU, float32 on CPU.
 Same contract and request-level behaviour as the ONNX embedder
 (model_repository/onnx_cpu/embedder): ragged requests share one execute
 call; limits and bad tokens fail only their own request. The call's rows
-run without padding, in forwards of at most tokens_per_forward tokens. The
+run without padding, in forwards of at most tokens_per_forward tokens,
+replayed as CUDA graphs where the config names token buckets. The
 weights are the HuggingFace checkpoint the ONNX export was made from
 (model_dir in 1/export.json, which export/export_onnx.py writes here).
 """
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +23,8 @@ import triton_python_backend_utils as pb_utils
 from model_common.embedder_setup import EmbedderSetup
 from model_common.triton import embed_execute
 from packed_encoder import load_encoder
-from packed_rows import embed_packed
+from packed_graphs import GRAPH_TOKENS_PARAMETER, BucketedEncoder, parse_buckets
+from packed_rows import Forward, embed_packed
 
 # A warm-up forward at load: on CUDA it compiles the encoder's blocks, so
 # the first request does not wait for it and a compile failure fails the load.
@@ -52,8 +56,27 @@ class TritonPythonModel:
         self._encoder = load_encoder(
             Path(str(record.fields["model_dir"])), str(record.fields["pooling"]), device, dtype
         )
+        self._forward: Forward | None = None
+        buckets = parse_buckets(
+            setup.parameters.get(GRAPH_TOKENS_PARAMETER, ""), self._tokens_per_forward
+        )
+        if buckets:
+            bucketed = BucketedEncoder(
+                self._encoder, buckets, json.loads(args["model_config"])["max_batch_size"]
+            )
+            if device.type == "cuda":
+                capture = bucketed.capture()
+                pb_utils.Logger.log_info(
+                    f"embedder: CUDA graphs for {buckets} tokens captured in "
+                    f"{capture.seconds:.1f} s, {capture.memory_bytes / 2**20:.0f} MiB"
+                )
+            self._forward = bucketed
         ids = np.full((_WARM_UP_ROWS, record.max_seq_length), 1, np.int64)
+        started = time.perf_counter()
         self._embed_rows(ids, np.ones_like(ids))
+        pb_utils.Logger.log_info(
+            f"embedder: warm-up forward on {device} in {time.perf_counter() - started:.1f} s"
+        )
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
@@ -65,4 +88,6 @@ class TritonPythonModel:
     def _embed_rows(
         self, input_ids: np.ndarray, attention_mask: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        return embed_packed(self._encoder, input_ids, attention_mask, self._tokens_per_forward)
+        return embed_packed(
+            self._encoder, input_ids, attention_mask, self._tokens_per_forward, self._forward
+        )

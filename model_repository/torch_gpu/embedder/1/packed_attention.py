@@ -8,12 +8,16 @@ attention (torch.nn.attention.varlen, torch >= 2.10), one kernel for the
 whole pack. Elsewhere (CPU, float32, an older torch) it runs
 scaled_dot_product_attention on each sequence in turn: the same result,
 one call per sequence.
+
+A pack may be padded to a fixed shape (packed_graphs.py): spare tokens
+after the real ones, in no sequence, and spare rows of no tokens. Neither
+attention reads the spare tokens, and nothing pools them into a real row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.util import find_spec
 
 import torch
@@ -25,9 +29,32 @@ class PackedRows:
     """The non-empty rows of one forward, packed, on the encoder's device."""
 
     tokens: torch.Tensor  # [2, T] int64: token ids, then position ids
-    cu_seqlens: torch.Tensor  # [rows + 1] int32: where each row starts, then T
-    bounds: tuple[int, ...]  # cu_seqlens on the host
-    max_length: int  # the longest row
+    # [rows + 1] int32: where each row starts, then the real token count
+    # (repeated for a padded pack's spare rows).
+    cu_seqlens: torch.Tensor
+    # [T] int64: each token's row (a padded pack's spare tokens: one past
+    # the last row), for mean pooling.
+    row_of_token: torch.Tensor
+    bounds: tuple[int, ...]  # the real rows' cu_seqlens, on the host
+    max_length: int  # the longest row, or more: the attention kernel's bound
+
+    @property
+    def real_rows(self) -> int:
+        return len(self.bounds) - 1
+
+    def to(self, device: torch.device) -> PackedRows:
+        """On `device`. To CUDA through pinned host memory without waiting:
+        the host goes on packing the next forward while the copy and the
+        kernels queued before it run."""
+        if device.type != "cuda":
+            return self
+        return replace(
+            self,
+            **{
+                name: getattr(self, name).pin_memory().to(device, non_blocking=True)
+                for name in ("tokens", "cu_seqlens", "row_of_token")
+            },
+        )
 
 
 # (query, key, value, the rows they hold) -> context
@@ -53,12 +80,13 @@ def _varlen(
 def _per_sequence(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, rows: PackedRows
 ) -> torch.Tensor:
-    contexts = []
+    # Zeros where a padded pack's spare tokens are.
+    context = torch.zeros_like(query)
     for start, end in zip(rows.bounds[:-1], rows.bounds[1:], strict=True):
         # [length, heads, head_dim] -> [heads, length, head_dim] and back.
         parts = (tensor[start:end].transpose(0, 1) for tensor in (query, key, value))
-        contexts.append(functional.scaled_dot_product_attention(*parts).transpose(0, 1))
-    return torch.cat(contexts)
+        context[start:end] = functional.scaled_dot_product_attention(*parts).transpose(0, 1)
+    return context
 
 
 def varlen_available() -> bool:

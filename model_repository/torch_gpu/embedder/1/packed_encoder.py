@@ -34,6 +34,8 @@ from torch import nn
 from torch.nn import functional
 
 Pooling = Literal["mean", "cls", "lasttoken"]
+# torch.compile's mode for the blocks on CUDA as the embedder serves them.
+SERVED_COMPILE_MODE = "default"
 
 FAMILIES = ("bert", "xlm-roberta")
 # The config's hidden_act -> functional.gelu's approximation.
@@ -83,13 +85,16 @@ class Blocks:
     feed_forward: Callable[..., torch.Tensor]
 
     @classmethod
-    def for_device(cls, device: torch.device) -> Blocks:
-        if device.type != "cuda":
+    def for_device(cls, device: torch.device, compile_mode: str | None) -> Blocks:
+        """Compiled in torch.compile's `compile_mode` on CUDA, where fusing
+        each block's bias, GELU, residual add and LayerNorm saves kernels;
+        eager on CPU and where compile_mode is None."""
+        if device.type != "cuda" or compile_mode is None:
             return cls(attention_output, feed_forward)
         # Dynamic shapes: the packed token count changes with every forward.
         return cls(
-            torch.compile(attention_output, dynamic=True),
-            torch.compile(feed_forward, dynamic=True),
+            torch.compile(attention_output, dynamic=True, mode=compile_mode),
+            torch.compile(feed_forward, dynamic=True, mode=compile_mode),
         )
 
 
@@ -199,6 +204,7 @@ class PackedEncoder(nn.Module):
         self.pooling = pooling
         self.padding_id = shape.padding_id
         self.hidden_size = shape.hidden_size
+        self.max_positions = shape.max_positions
         self.word_embeddings = nn.Embedding(shape.vocab_size, shape.hidden_size)
         # Position embedding plus the token-type-0 embedding, folded into one
         # table: every input here is a single segment.
@@ -208,16 +214,22 @@ class PackedEncoder(nn.Module):
         self.head = nn.ModuleList(head)
         self.attention_name = "sdpa_per_sequence"
         self._attention: Attention | None = None
-        self._blocks = Blocks.for_device(torch.device("cpu"))
+        self._blocks = Blocks.for_device(torch.device("cpu"), None)
 
-    def place(self, device: torch.device, dtype: torch.dtype) -> PackedEncoder:
+    def place(
+        self,
+        device: torch.device,
+        dtype: torch.dtype,
+        compile_mode: str | None = SERVED_COMPILE_MODE,
+    ) -> PackedEncoder:
         """Moves the encoder to device in dtype (the Dense head stays float32,
-        as the pooled vectors are) and picks its attention and blocks."""
+        as the pooled vectors are) and picks its attention and blocks
+        (Blocks.for_device: compile_mode None runs them eagerly)."""
         self.to(device=device, dtype=dtype)
         self.head.float()
         head_dim = self.hidden_size // self.layers[0].num_heads
         self.attention_name, self._attention = select_attention(device, dtype, head_dim)
-        self._blocks = Blocks.for_device(device)
+        self._blocks = Blocks.for_device(device, compile_mode)
         return self.eval()
 
     @property
@@ -243,18 +255,20 @@ class PackedEncoder(nn.Module):
         return self._pool(hidden, rows)
 
     def _pool(self, hidden: torch.Tensor, rows: PackedRows) -> torch.Tensor:
+        """[rows, hidden] float32, one vector per row of cu_seqlens (a
+        padded pack's spare rows get vectors of no meaning)."""
         if self.pooling == "cls":
-            return hidden[rows.cu_seqlens[:-1].long()].float()
+            # A spare row starts at the real token count, which may be the end.
+            starts = rows.cu_seqlens[:-1].long().clamp_max(hidden.shape[0] - 1)
+            return hidden[starts].float()
         if self.pooling == "lasttoken":
             return hidden[rows.cu_seqlens[1:].long() - 1].float()
-        lengths = rows.cu_seqlens.diff()
-        count = len(rows.bounds) - 1
-        row_of_token = torch.repeat_interleave(
-            torch.arange(count, device=hidden.device), lengths, output_size=hidden.shape[0]
-        )
-        sums = torch.zeros((count, hidden.shape[1]), device=hidden.device)
-        sums.index_add_(0, row_of_token, hidden.float())
-        return sums / lengths[:, None]
+        count = rows.cu_seqlens.shape[0] - 1
+        # One more row than the pack has: where spare tokens are summed.
+        sums = torch.zeros((count + 1, hidden.shape[1]), device=hidden.device)
+        sums.index_add_(0, rows.row_of_token, hidden.float())
+        lengths = rows.cu_seqlens.diff().clamp_min(1)
+        return sums[:count] / lengths[:, None]
 
     def finish(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Pooled [rows, hidden] -> embedding [rows, D] (unit length, or 0

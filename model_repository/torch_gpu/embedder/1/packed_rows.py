@@ -4,13 +4,15 @@ in forwards of at most tokens_per_forward tokens, so a forward's cost is
 bounded by the work it carries whatever the rows' count and lengths.
 
 Rows keep their arrival order: without padding, sorting by length saves
-nothing. A row without attended tokens is in no forward; its pooled vector
+nothing. Each forward's rows are packed on the host and copied to the GPU
+without waiting (PackedRows.to), so packing overlaps the kernels queued
+before it; the only wait is the outputs' copy back. A row without attended tokens is in no forward; its pooled vector
 is 0, as in the exported ONNX graph.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -33,14 +35,28 @@ def forward_spans(lengths: Sequence[int], tokens_per_forward: int) -> list[tuple
     return spans
 
 
-def _pack(
+# Host-packed rows -> their pooled vectors [rows, hidden] on the encoder's
+# device: the encoder itself, or its graphs (packed_graphs.py).
+Forward = Callable[[PackedRows], torch.Tensor]
+
+
+def pack(
     input_ids: torch.Tensor, position_ids: torch.Tensor, attended: torch.Tensor
-) -> tuple[torch.Tensor, list[int]]:
-    """[2, T] token and position ids of the attended tokens, row after row,
-    and the packed rows' bounds (cu_seqlens)."""
+) -> PackedRows | None:
+    """The attended tokens of [rows, length] host rows, row after row, on
+    the host; None where no row has any."""
     lengths = attended.sum(dim=1)
-    bounds = [0, *torch.cumsum(lengths[lengths > 0], dim=0).tolist()]
-    return torch.stack([input_ids[attended], position_ids[attended]]), bounds
+    real = lengths[lengths > 0]
+    if len(real) == 0:
+        return None
+    bounds = [0, *torch.cumsum(real, dim=0).tolist()]
+    return PackedRows(
+        torch.stack([input_ids[attended], position_ids[attended]]),
+        torch.tensor(bounds, dtype=torch.int32),
+        torch.repeat_interleave(torch.arange(len(real)), real),
+        tuple(bounds),
+        int(real.max()),
+    )
 
 
 @torch.inference_mode()
@@ -49,12 +65,15 @@ def embed_packed(
     input_ids: np.ndarray,
     attention_mask: np.ndarray,
     tokens_per_forward: int,
+    forward: Forward | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Embeds [rows, length] host ids and mask and returns float32 host
     arrays, embedding [rows, D] and norm [rows, 1], in the rows' order.
     Position ids are numbered on the padded rows, as the HuggingFace model
-    numbers them, so a row pads alike on either side."""
+    numbers them, so a row pads alike on either side. `forward` runs each
+    forward's packed rows; default: the encoder, eagerly."""
     device = encoder.device
+    run = forward or (lambda rows: encoder(rows.to(device)))
     ids = torch.from_numpy(input_ids)
     attended = torch.from_numpy(attention_mask) != 0
     positions = encoder.position_ids(ids)
@@ -62,16 +81,10 @@ def embed_packed(
     pooled_rows, pooled = [], []
     for start, end in forward_spans(lengths.tolist(), tokens_per_forward):
         rows = slice(start, end)
-        tokens, bounds = _pack(ids[rows], positions[rows], attended[rows])
-        if len(bounds) == 1:
+        packed = pack(ids[rows], positions[rows], attended[rows])
+        if packed is None:
             continue
-        packed = PackedRows(
-            tokens.to(device),
-            torch.tensor(bounds, dtype=torch.int32).to(device),
-            tuple(bounds),
-            int(lengths[rows].max()),
-        )
-        pooled.append(encoder(packed))
+        pooled.append(run(packed))
         pooled_rows.append(start + torch.nonzero(lengths[rows]).flatten())
     vectors = torch.zeros((len(lengths), encoder.hidden_size), device=device)
     if pooled:
