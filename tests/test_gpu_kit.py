@@ -77,14 +77,13 @@ def test_the_kit_holds_what_the_gpu_run_needs_and_stays_small(packed: Path) -> N
     assert not any(name.startswith("libpython") for name in libraries)
 
 
-def test_the_unpacked_kit_serves_the_torch_embedder_on_cpu(packed: Path, tmp_path: Path) -> None:
-    """With the `graphs` option: on a CPU instance the buckets' padded shapes
-    run eagerly, nothing is captured."""
-    kit, out, workdir = tmp_path / "kit", tmp_path / "out", tmp_path / "work"
+def _run_kit_on_cpu(kit: Path, out: Path, workdir: Path, arguments: list[str]) -> Any:
+    """`gpu_kit.sh run OUT --device cpu ARGUMENTS` from a kit unpacked into
+    `kit`, with the export environment's python (torch); its results.json,
+    which must record no failed step."""
     environment = dict(os.environ, GPU_KIT_DIR=str(kit), GPU_KIT_PYTHON=str(EXPORT_PYTHON))
     completed = subprocess.run(
-        [str(SCRIPT), "run", str(out), "--device", "cpu", "--serve", "minilm:e1:t1:r64::graphs"]
-        + ["--workdir", str(workdir)],
+        [str(SCRIPT), "run", str(out), "--device", "cpu", *arguments, "--workdir", str(workdir)],
         env=environment,
         capture_output=True,
         text=True,
@@ -94,6 +93,14 @@ def test_the_unpacked_kit_serves_the_torch_embedder_on_cpu(packed: Path, tmp_pat
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert results["errors"] == []
+    return results
+
+
+def test_the_unpacked_kit_serves_the_torch_embedder_on_cpu(packed: Path, tmp_path: Path) -> None:
+    """With the `graphs` option: on a CPU instance the buckets' padded shapes
+    run eagerly, nothing is captured."""
+    kit, out, workdir = tmp_path / "kit", tmp_path / "out", tmp_path / "work"
+    results = _run_kit_on_cpu(kit, out, workdir, ["--serve", "minilm:e1:t1:r64::graphs"])
     (served,) = results["served"]
     assert served["device"] == "cpu"
     assert served["check"]["texts"] >= 9
@@ -122,21 +129,10 @@ def test_the_unpacked_kit_measures_the_encoder_variants_in_process_on_cpu(
     """The in-process part on CPU at its small scale: each variant checked
     against sentence-transformers, timed and profiled (compiling and
     capturing are GPU-only, so graphs run their padded shapes eagerly)."""
-    kit, out = tmp_path / "kit", tmp_path / "out"
-    environment = dict(os.environ, GPU_KIT_DIR=str(kit), GPU_KIT_PYTHON=str(EXPORT_PYTHON))
+    out = tmp_path / "out"
     variants = ("compiled", "graphs", "tanh-gelu")
-    completed = subprocess.run(
-        [str(SCRIPT), "run", str(out), "--device", "cpu", "--in-process", "--shapes", "minilm"]
-        + ["--variants", ",".join(variants), "--workdir", str(tmp_path / "work")],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    results = json.loads((out / "results.json").read_text())
-    assert results["errors"] == []
+    arguments = ["--in-process", "--shapes", "minilm", "--variants", ",".join(variants)]
+    results = _run_kit_on_cpu(tmp_path / "kit", out, tmp_path / "work", arguments)
     measured = results["in_process"]["variants"]
     assert [record["variant"] for record in measured] == list(variants)
     for record in measured:
