@@ -142,8 +142,12 @@ def test_the_unpacked_kit_measures_the_encoder_variants_in_process_on_cpu(
             assert row["host_to_host_tokens_per_s"] > 0
             categories = {entry["category"] for entry in row["profile"]["categories"]}
             assert {"matrix products", "attention"} <= categories
+    budgets = {(row["budget"], row["length"]): row for row in results["in_process"]["budgets"]}
+    # Two rows of 512 tokens: two forwards at a 512-token budget, one at 1024.
+    assert budgets[512, 512]["forwards"] == 2 and budgets[1024, 512]["forwards"] == 1
     report = (out / "report.md").read_text()
     assert "#### minilm, graphs: one forward of 1024 tokens" in report
+    assert "Token budget per forward" in report
 
 
 @pytest.mark.parametrize(

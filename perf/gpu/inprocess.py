@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +49,20 @@ WORKLOAD_LENGTHS = (50, 512)
 @dataclass(frozen=True)
 class Scale:
     """Rows per workload (an execution of the shipped max_batch_size on a
-    GPU) and timed runs; a CPU run only checks that the kit works."""
+    GPU), timed runs, and the token budgets per forward compared; a CPU run
+    only checks that the kit works."""
 
     rows: int
     warmup: int
     repeats: int
+    budgets: tuple[int, ...]
 
     @classmethod
     def for_device(cls, device: torch.device) -> Scale:
-        return cls(256, 3, 10) if device.type == "cuda" else cls(2, 1, 2)
+        if device.type == "cuda":
+            # The issue's 16-64K tokens, and half of that.
+            return cls(256, 3, 10, (8192, 16384, 32768, 65536))
+        return cls(2, 1, 2, (512, 1024))
 
 
 def tokens_per_forward() -> int:
@@ -116,7 +122,7 @@ def matmul_tflops(size: int = 8192) -> float:
     """The GPU's float16 matrix-product rate on random data, TFLOP/s."""
     left = torch.randn(size, size, device="cuda", dtype=torch.float16)
     right = torch.randn(size, size, device="cuda", dtype=torch.float16)
-    milliseconds = _median_ms(lambda: left @ right, torch.device("cuda"), Scale(0, 3, 10))
+    milliseconds = _median_ms(lambda: left @ right, torch.device("cuda"), Scale(0, 3, 10, ()))
     return 2 * size**3 / milliseconds / 1e9
 
 
@@ -208,7 +214,12 @@ class InProcess:
         self.dtype = torch.float16 if device.type == "cuda" else torch.float32
         self.scale = Scale.for_device(device)
         self.peak: float | None = None
-        self.result: dict[str, Any] = {"device": str(device), "variants": [], "padding": []}
+        self.result: dict[str, Any] = {
+            "device": str(device),
+            "variants": [],
+            "budgets": [],
+            "padding": [],
+        }
         if device.type == "cuda":
             name = torch.cuda.get_device_name(device)
             self.peak = dense_peak_flops(name)
@@ -293,6 +304,44 @@ class InProcess:
                 layer.approximate = approximate
         self.result["variants"].append(record)
         return record
+
+    def budgets(self, shape: BertShape, model_dir: Path, max_length: int) -> None:
+        """The shipped variant host to host at each of the scale's token
+        budgets per forward, with the GPU memory each needs at its peak."""
+        _, rows_module = packed_modules()
+        encoder = self._encoder(shape, model_dir)
+        torch._dynamo.reset()
+        encoder.place(self.device, self.dtype)
+        for budget in self.scale.budgets:
+            for length in WORKLOAD_LENGTHS:
+                if length > max_length:
+                    continue
+                generator = torch.Generator().manual_seed(length)
+                ids = _random_ids(self.scale.rows, length, generator).numpy()
+                mask = np.ones_like(ids)
+                if self.device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(self.device)
+                wall_ms, cpu_ms = _host_ms(
+                    partial(rows_module.embed_packed, encoder, ids, mask, budget), self.scale
+                )
+                forwards = len(rows_module.forward_spans([length] * self.scale.rows, budget))
+                peak = (
+                    torch.cuda.max_memory_allocated(self.device) / 2**20
+                    if self.device.type == "cuda"
+                    else None
+                )
+                self.result["budgets"].append(
+                    {
+                        "shape": shape.name,
+                        "budget": budget,
+                        "rows": self.scale.rows,
+                        "length": length,
+                        "forwards": forwards,
+                        "host_to_host_tokens_per_s": _rate(ids.size, wall_ms),
+                        "cpu_ms_per_forward": cpu_ms / forwards,
+                        "peak_mib": peak,
+                    }
+                )
 
     def padding(self, shape: BertShape, model_dir: Path, max_length: int) -> None:
         """The shipped packed encoder against three padded ways (GPU only)."""

@@ -195,6 +195,39 @@ def _legacy_throughput(in_process: dict[str, Any]) -> list[str]:
     ]
 
 
+def _budgets(in_process: dict[str, Any]) -> list[str]:
+    if not in_process.get("budgets"):
+        return []
+    return [
+        "",
+        "Token budget per forward (`tokens_per_forward`), the shipped variant host to host:",
+        "",
+        *markdown_table(
+            (
+                "shape",
+                "budget",
+                "rows x tokens",
+                "forwards",
+                "host-to-host tokens/s",
+                "CPU ms per forward",
+                "peak GPU MiB",
+            ),
+            (
+                (
+                    row["shape"],
+                    row["budget"],
+                    f"{row['rows']} x {row['length']}",
+                    row["forwards"],
+                    tokens_text(row["host_to_host_tokens_per_s"]),
+                    f"{row['cpu_ms_per_forward']:.2f}",
+                    "n/a" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}",
+                )
+                for row in in_process["budgets"]
+            ),
+        ),
+    ]
+
+
 def _padding(in_process: dict[str, Any]) -> list[str]:
     if not in_process.get("padding"):
         return []
@@ -243,6 +276,7 @@ def in_process_lines(in_process: dict[str, Any] | None) -> list[str]:
         *_variant_rows(in_process),
         "",
         *_throughput_rows(in_process),
+        *_budgets(in_process),
         *_padding(in_process),
         "",
         "### Where each forward's time goes",

@@ -204,8 +204,9 @@ def measure_in_process(
     variants: list[str],
     model_dirs: dict[str, Path],
 ) -> None:
-    """Each shape's variants, one step each, then the padding comparison
-    on a GPU; results.data["in_process"] grows as they end."""
+    """Each shape's variants, one step each, then its token budgets and, on
+    a GPU, the padding comparison; results.data["in_process"] grows as they
+    end."""
     import torch
 
     from perf.gpu.inprocess import InProcess
@@ -221,6 +222,8 @@ def measure_in_process(
             with results.step(f"in-process {shape} {variant}"):
                 record = measured.variant(variant, SHAPES[shape], model_dirs[shape], MAX_POSITIONS)
                 print(f"  min cosine {record['min_cosine']:.6f}", flush=True)
+        with results.step(f"in-process {shape} token budgets"):
+            measured.budgets(SHAPES[shape], model_dirs[shape], MAX_POSITIONS)
         if device == "cuda":
             with results.step(f"in-process {shape} padding"):
                 measured.padding(SHAPES[shape], model_dirs[shape], MAX_POSITIONS)

@@ -13,8 +13,12 @@ weights are the HuggingFace checkpoint the ONNX export was made from
 
 from __future__ import annotations
 
+import fcntl
 import json
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +33,27 @@ from packed_rows import Forward, embed_packed
 # A warm-up forward at load: on CUDA it compiles the encoder's blocks, so
 # the first request does not wait for it and a compile failure fails the load.
 _WARM_UP_ROWS = 4
+
+
+# Where GPU instances take turns compiling (Triton may load them at once).
+_COMPILE_LOCK = Path(tempfile.gettempdir()) / "torch_gpu_embedder.compile.lock"
+
+
+@contextmanager
+def _one_instance_at_a_time(device: torch.device) -> Iterator[None]:
+    """On CUDA, holds a lock that the machine's other instances wait for:
+    the first compiles the blocks (and captures), and the others find the
+    kernels in torch.compile's on-disk caches, which every process of this
+    user shares, instead of compiling the same code at once."""
+    if device.type != "cuda":
+        yield
+        return
+    with _COMPILE_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class TritonPythonModel:
@@ -60,23 +85,24 @@ class TritonPythonModel:
         buckets = parse_buckets(
             setup.parameters.get(GRAPH_TOKENS_PARAMETER, ""), self._tokens_per_forward
         )
-        if buckets:
-            bucketed = BucketedEncoder(
-                self._encoder, buckets, json.loads(args["model_config"])["max_batch_size"]
-            )
-            if device.type == "cuda":
-                capture = bucketed.capture()
-                pb_utils.Logger.log_info(
-                    f"embedder: CUDA graphs for {buckets} tokens captured in "
-                    f"{capture.seconds:.1f} s, {capture.memory_bytes / 2**20:.0f} MiB"
+        with _one_instance_at_a_time(device):
+            if buckets:
+                bucketed = BucketedEncoder(
+                    self._encoder, buckets, json.loads(args["model_config"])["max_batch_size"]
                 )
-            self._forward = bucketed
-        ids = np.full((_WARM_UP_ROWS, record.max_seq_length), 1, np.int64)
-        started = time.perf_counter()
-        self._embed_rows(ids, np.ones_like(ids))
-        pb_utils.Logger.log_info(
-            f"embedder: warm-up forward on {device} in {time.perf_counter() - started:.1f} s"
-        )
+                if device.type == "cuda":
+                    capture = bucketed.capture()
+                    pb_utils.Logger.log_info(
+                        f"embedder: CUDA graphs for {buckets} tokens captured in "
+                        f"{capture.seconds:.1f} s, {capture.memory_bytes / 2**20:.0f} MiB"
+                    )
+                self._forward = bucketed
+            ids = np.full((_WARM_UP_ROWS, record.max_seq_length), 1, np.int64)
+            started = time.perf_counter()
+            self._embed_rows(ids, np.ones_like(ids))
+            pb_utils.Logger.log_info(
+                f"embedder: warm-up forward on {device} in {time.perf_counter() - started:.1f} s"
+            )
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
