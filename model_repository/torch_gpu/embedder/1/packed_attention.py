@@ -26,7 +26,8 @@ from torch.nn import functional
 
 @dataclass(frozen=True)
 class PackedRows:
-    """The non-empty rows of one forward, packed, on the encoder's device."""
+    """The non-empty rows of one forward, packed: built on the host, run on
+    the encoder's device (to)."""
 
     tokens: torch.Tensor  # [2, T] int64: token ids, then position ids
     # [rows + 1] int32: where each row starts, then the real token count

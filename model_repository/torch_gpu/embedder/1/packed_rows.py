@@ -6,8 +6,9 @@ bounded by the work it carries whatever the rows' count and lengths.
 Rows keep their arrival order: without padding, sorting by length saves
 nothing. Each forward's rows are packed on the host and copied to the GPU
 without waiting (PackedRows.to), so packing overlaps the kernels queued
-before it; the only wait is the outputs' copy back. A row without attended tokens is in no forward; its pooled vector
-is 0, as in the exported ONNX graph.
+before it; the only wait is the outputs' copy back. A row without attended
+tokens is in no forward; its pooled vector is 0, as in the exported ONNX
+graph.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def embed_packed(
     arrays, embedding [rows, D] and norm [rows, 1], in the rows' order.
     Position ids are numbered on the padded rows, as the HuggingFace model
     numbers them, so a row pads alike on either side. `forward` runs each
-    forward's packed rows; default: the encoder, eagerly."""
+    forward's packed rows; default: the encoder itself."""
     device = encoder.device
     run = forward or (lambda rows: encoder(rows.to(device)))
     ids = torch.from_numpy(input_ids)
