@@ -147,6 +147,13 @@ def _cosines(result: dict[str, Any]) -> np.ndarray:
     return np.sum(result["embedding"] * result["reference"], axis=1)
 
 
+def _assert_embeds_alike(result: dict[str, Any], baseline: dict[str, Any]) -> None:
+    """The same embeddings and norms as `baseline`, and sentence-transformers'."""
+    np.testing.assert_allclose(result["embedding"], baseline["embedding"], atol=1e-5)
+    np.testing.assert_allclose(result["norm"], baseline["norm"], rtol=1e-5)
+    assert _cosines(result).min() >= MIN_COSINE
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_packed_rows_of_mixed_lengths_match_sentence_transformers(
     models: dict[str, Model], results: dict[tuple[str, str], dict[str, Any]], model: str
@@ -179,9 +186,7 @@ def test_a_token_budget_below_the_rows_splits_forwards_alike(
 ) -> None:
     split, whole = results[model, "budget"], results[model, "mixed"]
     assert split["forwards"] > 1
-    np.testing.assert_allclose(split["embedding"], whole["embedding"], atol=1e-5)
-    np.testing.assert_allclose(split["norm"], whole["norm"], rtol=1e-5)
-    assert _cosines(split).min() >= MIN_COSINE
+    _assert_embeds_alike(split, whole)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -190,9 +195,7 @@ def test_forwards_padded_to_token_buckets_embed_alike(
 ) -> None:
     padded, unpadded = results[model, "buckets"], results[model, "budget"]
     assert padded["forwards"] == unpadded["forwards"] > 1
-    np.testing.assert_allclose(padded["embedding"], unpadded["embedding"], atol=1e-5)
-    np.testing.assert_allclose(padded["norm"], unpadded["norm"], rtol=1e-5)
-    assert _cosines(padded).min() >= MIN_COSINE
+    _assert_embeds_alike(padded, unpadded)
 
 
 @pytest.mark.parametrize(

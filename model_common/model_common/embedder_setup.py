@@ -23,6 +23,7 @@ class EmbedderSetup:
     parameters: Mapping[str, str]  # the config's parameters, by key, as their string values
     version_dir: Path
     record: ExportRecord
+    max_batch_size: int  # the config's: rows per execution
 
     @classmethod
     def from_args(cls, args: Mapping[str, str]) -> EmbedderSetup:
@@ -32,7 +33,12 @@ class EmbedderSetup:
             key: str(value["string_value"]) for key, value in config["parameters"].items()
         }
         version_dir = Path(args["model_repository"]) / args["model_version"]
-        return cls(parameters, version_dir, ExportRecord.read(version_dir))
+        return cls(
+            parameters,
+            version_dir,
+            ExportRecord.read(version_dir),
+            int(config.get("max_batch_size", 0)),
+        )
 
     def integer(self, key: str) -> int:
         """An integer parameter; a missing or malformed one fails the load

@@ -14,7 +14,6 @@ weights are the HuggingFace checkpoint the ONNX export was made from
 from __future__ import annotations
 
 import fcntl
-import json
 import tempfile
 import time
 from collections.abc import Iterator
@@ -87,9 +86,7 @@ class TritonPythonModel:
         )
         with _one_instance_at_a_time(device):
             if buckets:
-                bucketed = BucketedEncoder(
-                    self._encoder, buckets, json.loads(args["model_config"])["max_batch_size"]
-                )
+                bucketed = BucketedEncoder(self._encoder, buckets, setup.max_batch_size)
                 if device.type == "cuda":
                     capture = bucketed.capture()
                     pb_utils.Logger.log_info(

@@ -39,6 +39,9 @@ class PackedRows:
     bounds: tuple[int, ...]  # the real rows' cu_seqlens, on the host
     max_length: int  # the longest row, or more: the attention kernel's bound
 
+    # The fields a forward reads on the device.
+    DEVICE_FIELDS = ("tokens", "cu_seqlens", "row_of_token")
+
     @property
     def real_rows(self) -> int:
         return len(self.bounds) - 1
@@ -53,7 +56,7 @@ class PackedRows:
             self,
             **{
                 name: getattr(self, name).pin_memory().to(device, non_blocking=True)
-                for name in ("tokens", "cu_seqlens", "row_of_token")
+                for name in self.DEVICE_FIELDS
             },
         )
 

@@ -109,7 +109,7 @@ class BucketedEncoder:
         graph = self._graphs.get(bucket)
         if graph is None:
             return self._encoder(padded.to(device))[: rows.real_rows]
-        for name in ("tokens", "cu_seqlens", "row_of_token"):
+        for name in PackedRows.DEVICE_FIELDS:
             target: torch.Tensor = getattr(graph.inputs, name)
             target.copy_(getattr(padded, name).pin_memory(), non_blocking=True)
         graph.graph.replay()
