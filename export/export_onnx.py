@@ -52,6 +52,7 @@ import numpy.typing as npt
 import onnx
 import onnxruntime as ort
 import torch
+from engine_choice import MIN_COSINE as FLOAT32_MIN_COSINE
 from optimize_graph import GRAPH_KINDS, GraphKind, attention_shape, fuse, quantize_int8
 from tokenizers import Encoding, Tokenizer
 
@@ -71,7 +72,7 @@ DEFAULT_GRAPH: GraphKind = "plain"
 # export records its cosine per check text (check_cosines); on an AVX2-only processor:
 # perf/results/debian12-2core-zen3-avx2/int8.md.
 MIN_COSINE: MappingProxyType[GraphKind, float] = MappingProxyType(
-    {"plain": 0.9999, "fused": 0.9999, "int8": 0.96}
+    {"plain": FLOAT32_MIN_COSINE, "fused": FLOAT32_MIN_COSINE, "int8": 0.96}
 )
 
 # Both the legacy boolean keys and the newer single `pooling_mode` values are accepted.

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import tempfile
 import time
@@ -31,6 +30,12 @@ from typing import Any
 
 import onnxruntime as ort
 import openvino as ov
+from engine_choice import (
+    MIN_COSINE,
+    choose_precision,
+    faster_engine,
+    precision_candidates,
+)
 from export_onnx import (
     CHECK_TEXTS,
     LONG_TEXT,
@@ -51,16 +56,7 @@ from export_onnx import (
 )
 from tokenizers import Tokenizer
 
-MIN_COSINE = 0.9999
-# Checked in this order; the first that keeps the bar is served.
-PRECISIONS = ("bf16", "f32")
 TIMING_SECONDS = 1.0
-# At equal one-thread speed the OpenVINO embedder serves faster: it runs a request's groups on
-# both cores (its streams), the ONNX Runtime embedder on one. On an AVX2-only processor, where
-# the two engines ran within 3% of each other in-process, OpenVINO served short-8 at one
-# client at 130 texts/s against 72, and long-8 at 23.3 against 11.4
-# (perf/results/debian12-2core-zen3-avx2/cpu_engines.md).
-ONNX_RUNTIME_MARGIN = 1.05
 TIMING_ROUNDS = 2
 
 Batch = tuple[IntArray, IntArray]
@@ -166,22 +162,6 @@ def engine_speeds(
     return speeds
 
 
-def faster_engine(speeds: dict[str, dict[str, float]]) -> str:
-    """The engine to serve by default. Each engine's speed is the geometric mean of its rates
-    over the batches, so that each length counts alike (the time for one of each batch let
-    long texts decide alone). ONNX Runtime serves only when it runs ONNX_RUNTIME_MARGIN times
-    OpenVINO's speed or more."""
-
-    def speed(name: str) -> float:
-        return math.prod(speeds[name].values()) ** (1.0 / len(speeds[name]))
-
-    return (
-        "onnxruntime"
-        if speed("onnxruntime") >= ONNX_RUNTIME_MARGIN * speed("openvino")
-        else "openvino"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     repository = args.repository.resolve()
@@ -199,26 +179,28 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     core = ov.Core()
     capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-    candidates = [p for p in PRECISIONS if p != "bf16" or "BF16" in capabilities]
+    has_bf16 = "BF16" in capabilities
     with tempfile.TemporaryDirectory(prefix="export_openvino_") as workdir:
         model_xml = Path(workdir) / "model.xml"
         ov.save_model(ov.convert_model(str(onnx_path)), str(model_xml), compress_to_fp16=False)
-        checked: dict[str, float] = {}
-        served: ov.CompiledModel | None = None
-        for precision in candidates:
-            compiled = compile_for(core, model_xml, precision)
-            checked[precision], failing = check_min_cosine(compiled, check, MIN_COSINE)
+        compiled: dict[str, ov.CompiledModel] = {}
+
+        def measure(precision: str) -> float:
+            compiled[precision] = compile_for(core, model_xml, precision)
+            cosine, failing = check_min_cosine(compiled[precision], check, MIN_COSINE)
             print(
-                f"check: {precision} min cosine {checked[precision]:.7f} over "
+                f"check: {precision} min cosine {cosine:.7f} over "
                 f"{len(check.cases)} texts (batched and one at a time)"
             )
-            if not failing:
-                served = compiled
-                break
-            print(f"check: {precision} misses cosine {MIN_COSINE} on {failing}")
-        if served is None:
+            if failing:
+                print(f"check: {precision} misses cosine {MIN_COSINE} on {failing}")
+            return cosine
+
+        choice = choose_precision(precision_candidates(has_bf16), measure)
+        if choice.served is None:
             raise SystemExit(f"no precision kept cosine >= {MIN_COSINE}; nothing was written")
-        if "BF16" not in capabilities:
+        precision, served = choice.served, compiled[choice.served]
+        if not has_bf16:
             print("check: this processor has no bfloat16; float32 is served")
         speeds = engine_speeds(onnx_path, served, timing_batches(tokenizer))
         faster = faster_engine(speeds)
@@ -229,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "openvino": {
                 "precision": precision,
                 "min_cosine_required": MIN_COSINE,
-                "min_cosine": checked,
+                "min_cosine": choice.min_cosine,
                 "processor_capabilities": list(capabilities),
                 "version": ov.get_version(),
                 "texts_per_s_one_thread": speeds,

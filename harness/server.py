@@ -3,6 +3,7 @@ child process on free loopback ports and wait until it is ready."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -107,6 +108,10 @@ def running_server(
         )
         yield server
     finally:
+        # A client a test left unreferenced but uncollected keeps its HTTP
+        # connection open, and tritonserver waits its whole exit timeout (30 s)
+        # for that connection to close.
+        gc.collect()
         _stop(process)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
+from export.engine_choice import MIN_COSINE as FLOAT32_MIN_COSINE
 from harness.priority import BULK
 from harness.repository import repository_variant
 from harness.server import running_server
@@ -70,7 +71,6 @@ SERVED_WINDOW_MS = 4000
 BASELINE_CONCURRENCY = (4, 12, 4)
 TARGET_SPEEDUP = 1.2
 COSINE_TEXTS = 64  # of each kind
-FLOAT32_MIN_COSINE = 0.9999  # the accuracy the default graph must keep
 FloatArray = npt.NDArray[np.float32]
 
 

@@ -94,10 +94,18 @@ export_model() {
   .venv-export/bin/python export/export_openvino.py --repository "$repository"
 }
 
+# Independent steps run side by side: pip mostly waits on downloads and
+# unpacking, so the export environment (torch, the largest) overlaps the
+# serving one, the tools (a download with its pip, and a Go build) and the
+# C++ build. The export runs alone: it times the CPU engines to choose one.
+# `wait PID` fails the set-up with the step's own exit status.
 system_packages
-venv .venv requirements/serve.txt
-venv .venv-export requirements/export.txt
+venv .venv-export requirements/export.txt &
+export_venv=$!
+(venv .venv requirements/serve.txt && scripts/install_perf_analyzer.sh &&
+  scripts/install_helm.sh) &
+serving=$!
 build_backend
+wait "$serving"
+wait "$export_venv"
 export_model
-scripts/install_perf_analyzer.sh
-scripts/install_helm.sh

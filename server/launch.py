@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server.catalog import DEFAULT_CATALOG
+from server.engine_report import engine_line
 from server.paths import (
     BACKEND_DIRECTORY,
     REPO_ROOT,
@@ -378,6 +379,8 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(catalog, str):
             parser.exit(2, f"launcher: {catalog}\n")
         _log(f"catalog {catalog.path}: {', '.join('/'.join(m.names) for m in catalog.models)}")
+        for model in catalog.models:
+            _log(engine_line(model))
         repositories = [args.served_repository.resolve()]
     if args.tenants:
         known = None if catalog is None else catalog.names

@@ -1,11 +1,13 @@
 """Fixtures: a real tritonserver on free loopback ports (the shipped models,
-and a variant that refuses bursts), and reference embeddings from
-sentence-transformers on the original weights."""
+and a variant that refuses bursts), reference embeddings from
+sentence-transformers on the original weights, and the random-weight model of
+each family, built once for every module that serves or exports them."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from embedding_requests import SAMPLE_TEXTS
 from tritonclient.grpc import model_config_pb2
 
 from harness.export_environment import run_in_export_environment
+from harness.family_models import FAMILY_NAMES, build_in_export_environment
 from harness.priority import INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
@@ -55,3 +58,12 @@ def sentence_transformers_embed(texts: list[str]) -> np.ndarray:
 @pytest.fixture(scope="session")
 def reference_embeddings() -> np.ndarray:
     return sentence_transformers_embed(SAMPLE_TEXTS)
+
+
+@pytest.fixture(scope="session")
+def family_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A sentence-transformers folder per family (harness/family_models.py),
+    random weights; the tests copy a folder before they change it."""
+    out = tmp_path_factory.mktemp("families")
+    build_in_export_environment(out)
+    return {name: out / name for name in FAMILY_NAMES}

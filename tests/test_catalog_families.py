@@ -23,15 +23,14 @@ import tritonclient.http as httpclient
 from embedding_requests import LONG_TEXT, Client, embed_float32
 from tritonclient.utils import InferenceServerException
 
+from export.engine_choice import MIN_COSINE
 from harness.export_environment import run_in_export_environment
-from harness.family_models import build_in_export_environment
 from harness.gateway import running_gateway
 from harness.server import RunningServer, running_server
 from server.catalog import Catalog
 from server.paths import REPO_ROOT
 from server.served_repository import prepare
 
-MIN_COSINE = 0.9999
 TEXTS = [
     "How do I reset my password?",
     "Triton serves several embedding models from one process.",
@@ -59,12 +58,10 @@ class Family:
 
 
 @pytest.fixture(scope="module")
-def families(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Family]:
-    out = tmp_path_factory.mktemp("families")
-    build_in_export_environment(out)
+def families(family_folders: dict[str, Path]) -> dict[str, Family]:
     found = {}
     for family in ENGINES:
-        folder = out / family
+        folder = family_folders[family]
         settings = folder / "config_sentence_transformers.json"
         prompts = json.loads(settings.read_text()).get("prompts", {}) if settings.exists() else {}
         found[family] = Family(f"{family}-random", folder, prompts)

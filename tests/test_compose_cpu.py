@@ -43,6 +43,7 @@ import tritonclient.http as httpclient
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client
 from tritonclient.utils import InferenceServerException
 
+from export.engine_choice import MIN_COSINE
 from harness.compose import (
     GATEWAY,
     PROFILE,
@@ -142,7 +143,7 @@ def test_held_out_texts_match_sentence_transformers(
     assert rows.shape == (len(SAMPLE_TEXTS), DIMS * 4)
     vectors = np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(SAMPLE_TEXTS), DIMS)
     cosines = np.sum(vectors * reference_embeddings, axis=1)
-    assert cosines.min() >= 0.9999, dict(zip(SAMPLE_TEXTS, cosines.tolist(), strict=True))
+    assert cosines.min() >= MIN_COSINE, dict(zip(SAMPLE_TEXTS, cosines.tolist(), strict=True))
 
 
 def test_the_edge_refuses_requests_without_a_valid_key(stack: ComposeStack) -> None:
@@ -224,7 +225,7 @@ def test_gateway_service_answers_an_openai_request(
     response = sdk.embeddings.create(model=MODEL, input=[SAMPLE_TEXTS[i] for i in kept])
     vectors = np.array([item.embedding for item in response.data], dtype=np.float32)
     cosines = np.sum(vectors * reference_embeddings[kept], axis=1)
-    assert cosines.min() >= 0.9999, cosines.tolist()
+    assert cosines.min() >= MIN_COSINE, cosines.tolist()
     # The gateway forwards the client's key; the edge refuses a wrong one.
     stranger = openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key="nope", max_retries=0)
     with pytest.raises(openai.AuthenticationError):

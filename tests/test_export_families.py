@@ -21,15 +21,15 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import pytest
+from export_records import assert_the_recorded_choices_replay
 from tokenizers import Tokenizer
 
+from export.engine_choice import MIN_COSINE
 from harness.export_environment import run_in_export_environment
-from harness.family_models import build_in_export_environment
 from server.paths import REPO_ROOT
 
 EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
-MIN_COSINE = 0.9999
 # Check texts: 13 unprompted, 5 more after each non-empty prompt (export_onnx.py).
 UNPROMPTED_CHECKS, CHECKS_PER_PROMPT = 13, 5
 QWEN3_QUERY = "Instruct: Given a web search query, retrieve relevant passages\nQuery: "
@@ -86,18 +86,12 @@ def run_export(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def family_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("families")
-    build_in_export_environment(out)
-    return {name: out / name for name in EXPECTED}
-
-
-@pytest.fixture(scope="module")
 def exports(
     family_folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Export]:
     done = {}
-    for name, folder in family_folders.items():
+    for name in EXPECTED:
+        folder = family_folders[name]
         repository = tmp_path_factory.mktemp(f"repository_{name}")
         result = run_export(EXPORT_ONNX, f"--model-dir={folder}", f"--repository={repository}")
         done[name] = Export(folder, repository, result.returncode, result.stdout + result.stderr)
@@ -209,7 +203,7 @@ def test_openvino_converts_and_checks_a_decoder(exports: dict[str, Export]) -> N
     record = json.loads((export.repository / "openvino_cpu/embedder/1/export.json").read_text())
     assert record["model_dir"] == str(export.folder)
     assert record["prompts"] == EXPECTED["qwen3"]["prompts"]
-    assert min(record["openvino"]["min_cosine"].values()) >= MIN_COSINE
+    assert_the_recorded_choices_replay(record["openvino"])
 
 
 def _edit_json(path: Path, edit: Callable[[Any], Any]) -> None:

@@ -6,6 +6,7 @@ backoff."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -26,6 +27,7 @@ from harness.ports import StartError, wait_until_ready
 from harness.requests import text_inputs
 from harness.server import free_loopback_endpoints, post_status
 from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
+from server.catalog_exports import engine_of
 from server.health import child_pids, python_stubs, server_ready
 from server.launch import (
     ADMIN_KEY_HEADER,
@@ -33,7 +35,7 @@ from server.launch import (
     installed_triton,
     wheel_triton,
 )
-from server.paths import REPO_ROOT
+from server.paths import OPENVINO_MODEL_DIR, REPO_ROOT
 from server.watchdog import RETRY_MAX_S, ReloadBackoff, retry_delays
 
 STARTUP_TIMEOUT_S = 180.0
@@ -155,6 +157,23 @@ def test_triton_home_serves_the_installed_layout_as_is(
     arguments = _cmdline(installed_server.tritonserver_pid)
     assert arguments[0] == str(triton_home / "bin" / "tritonserver")
     assert f"--backend-directory={triton_home / 'backends'}" in arguments
+
+
+def test_the_log_names_each_models_engine_and_the_cosines_that_chose_it(
+    installed_server: Launcher,
+) -> None:
+    engine = engine_of(DEFAULT_MODEL)
+    expected = f"launcher: {DEFAULT_MODEL.name}: engine {engine}, precision "
+    line = next(
+        (line for line in installed_server.log().splitlines() if line.startswith(expected)), None
+    )
+    assert line is not None, installed_server.log()[-4000:]
+    if engine == "openvino":
+        openvino = json.loads((OPENVINO_MODEL_DIR / "export.json").read_text())["openvino"]
+        assert f"precision {openvino['precision']} (auto)" in line
+        for precision, cosine in openvino["min_cosine"].items():
+            assert f"{precision} {cosine:.7f}" in line, line
+    assert "texts/s on one thread: ONNX Runtime f32" in line, line
 
 
 def test_admin_key_is_not_on_the_launcher_command_line(installed_server: Launcher) -> None:

@@ -22,6 +22,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from export.engine_choice import MIN_COSINE
 from harness.processor import this_processor
 from harness.requests import token_inputs
 from harness.server import RunningServer, running_server
@@ -31,10 +32,13 @@ from server import paths
 from server.paths import OPENVINO_CPU_REPOSITORY
 from tests.conftest import sentence_transformers_embed
 from tests.embedding_requests import SAMPLE_TEXTS
+from tests.export_records import assert_the_recorded_choices_replay
 
 EMBEDDER = OPENVINO_CPU_REPOSITORY / "embedder"
 RECORD = json.loads((EMBEDDER / "1" / "export.json").read_text())["openvino"]
-MIN_COSINE = 0.9999
+# bfloat16 keeps 8 bits of mantissa: forced on a model whose export refused it (the random
+# Qwen3 measured 0.99968 on a bf16 Xeon), it still stays this close to float32.
+BF16_MIN_COSINE = 0.999
 # Held out from the export's check texts: prose of three lengths (the long
 # ones truncated at the max length), and the sample texts (scripts, emoji,
 # the empty text).
@@ -97,12 +101,7 @@ def _embed(client: grpcclient.InferenceServerClient, model: str, batch: list[str
 
 
 def test_the_export_checked_the_precision_it_records() -> None:
-    precision = RECORD["precision"]
-    assert precision in RECORD["min_cosine"]
-    assert RECORD["min_cosine"][precision] >= RECORD["min_cosine_required"] == MIN_COSINE
-    # bf16 is tried first where the processor has it, and kept if it passed.
-    if "BF16" in RECORD["processor_capabilities"] and RECORD["min_cosine"]["bf16"] >= MIN_COSINE:
-        assert precision == "bf16"
+    assert_the_recorded_choices_replay(RECORD)
 
 
 @pytest.mark.parametrize("model", ["embedder_f32", "embedder_auto"])
@@ -156,24 +155,28 @@ def test_an_unknown_precision_fails_the_load_with_its_name(
     f"class {this_processor().cls}: the float32 path is tested instead (embedder_f32, and "
     "test_forcing_bf16_without_bfloat16_fails_the_load_with_the_reason)",
 )
-def test_forced_bf16_keeps_the_cosine_bar(
+def test_forced_bf16_serves_bfloat16(
     client: grpcclient.InferenceServerClient, repository: Path
 ) -> None:
+    """An operator who forces bf16 gets bf16, whatever the export measured: rows that differ
+    from float32's, within bfloat16's rounding of them. The 0.9999 bar is the export's to
+    keep for auto (test_each_precision_keeps_the_cosine_bar_on_held_out_texts), and a
+    processor where bf16 misses it must not fail this test."""
     _embedder_copy(repository, "embedder_bf16", "bf16")
     client.load_model("embedder_bf16")
     try:
         batch = texts("short", 8) + SAMPLE_TEXTS
-        cosines = np.sum(
-            _embed(client, "embedder_bf16", batch) * sentence_transformers_embed(batch), axis=1
-        )
-        assert cosines.min() >= MIN_COSINE, dict(zip(batch, cosines.tolist(), strict=True))
+        bf16, f32 = _embed(client, "embedder_bf16", batch), _embed(client, "embedder_f32", batch)
+        assert not np.array_equal(bf16, f32)
+        cosines = np.sum(bf16 * f32, axis=1)
+        assert cosines.min() >= BF16_MIN_COSINE, dict(zip(batch, cosines.tolist(), strict=True))
     finally:
         client.unload_model("embedder_bf16")
 
 
 @pytest.mark.skipif(
     this_processor().has_bf16,
-    reason="this processor has bfloat16: test_forced_bf16_keeps_the_cosine_bar serves it",
+    reason="this processor has bfloat16: test_forced_bf16_serves_bfloat16 serves it",
 )
 def test_forcing_bf16_without_bfloat16_fails_the_load_with_the_reason(
     client: grpcclient.InferenceServerClient, repository: Path

@@ -11,6 +11,7 @@ import pytest
 from embedding_requests import SAMPLE_TEXTS, embed_raw
 from tritonclient.grpc import InferenceServerClient
 
+from export.engine_choice import MIN_COSINE as FLOAT32_MIN_COSINE
 from harness.server import running_server
 from perf.ceiling import available_cores, ceiling, layouts, serving_tokenizer, tokenize
 from perf.graphs import (
@@ -22,9 +23,6 @@ from perf.graphs import (
     serving_repository,
 )
 from perf.workloads import workload
-
-FLOAT32_MIN_COSINE = 0.9999
-
 
 FLOAT32_KINDS: tuple[GraphKind, ...] = ("plain", "fused")
 

@@ -26,12 +26,11 @@ import pytest
 from embedding_client.batching import pad_rows
 from tokenizers import Tokenizer
 
+from export.engine_choice import MIN_COSINE
 from harness.export_environment import run_in_export_environment
-from harness.family_models import build_in_export_environment
 from server.paths import ONNX_MODEL_DIR, TOKENIZER_JSON
 
 TESTS = Path(__file__).resolve().parent
-MIN_COSINE = 0.9999
 # Far above any case's tokens: everything in one forward.
 ONE_FORWARD = 1 << 20
 LONG_TEXT = " ".join(f"Sentence {index} is about attention and padding." for index in range(80))
@@ -82,9 +81,7 @@ def _run(script: str, request: Any) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Model]:
-    out = tmp_path_factory.mktemp("families")
-    build_in_export_environment(out, ["bert", "xlmr"])
+def models(family_folders: dict[str, Path]) -> dict[str, Model]:
     export = json.loads((ONNX_MODEL_DIR / "export.json").read_text())
     found = {
         "minilm": Model(
@@ -92,7 +89,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Model]:
         )
     }
     for name, pooling in (("bert", "cls"), ("xlmr", "mean")):
-        folder = out / name
+        folder = family_folders[name]
         max_length = json.loads((folder / "sentence_bert_config.json").read_text())
         found[name] = Model(
             folder, pooling, folder / "tokenizer.json", int(max_length["max_seq_length"])

@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
+from export.engine_choice import MIN_COSINE
 from harness.export_environment import run_in_export_environment
 from harness.repository import repository_variant
 from harness.requests import token_inputs
@@ -41,7 +42,6 @@ from server.paths import (
 from tests.embedding_requests import embed_float32
 
 TORCH_REFERENCE = Path(__file__).resolve().parent / "torch_reference.py"
-MIN_COSINE = 0.9999
 MIN_COSINE_FLOAT16 = 0.999
 # The served tokenizer's max length: the smallest token budget the embedder
 # accepts, below these texts' total. And one above everything.

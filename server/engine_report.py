@@ -1,0 +1,70 @@
+"""The line the launcher logs per catalog model at start: the engine and precision it serves,
+and the measurements on this machine that chose them (export/engine_choice.py), so that a
+log says why a bf16 processor serves a model in float32, or ONNX Runtime instead of
+OpenVINO. It reads the records the export wrote. Standard library only, like the launcher."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from server.catalog import CatalogModel
+from server.catalog_exports import engine_of, export_root
+from server.paths import ENGINE_FOLDERS
+
+ENGINE_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+
+
+def _record(root: Path, engine: str) -> dict[str, Any] | None:
+    path = root / ENGINE_FOLDERS[engine] / "embedder" / "1" / "export.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _openvino_cosines(openvino: dict[str, Any]) -> str:
+    served = openvino["precision"]
+    return ", ".join(
+        f"{precision} {cosine:.7f} ({'served' if precision == served else 'refused'})"
+        for precision, cosine in openvino["min_cosine"].items()
+    )
+
+
+def _speeds(openvino: dict[str, Any]) -> str:
+    """Both engines' one-thread rates, as the export timed them to choose."""
+    precisions = {"onnxruntime": "f32", "openvino": openvino["precision"]}
+    return "; ".join(
+        f"{ENGINE_NAMES[engine]} {precisions[engine]} "
+        + ", ".join(f"{batch} {rate:.0f}" for batch, rate in rates.items())
+        for engine, rates in openvino["texts_per_s_one_thread"].items()
+    )
+
+
+def engine_line(model: CatalogModel) -> str:
+    return served_engine_line(
+        model.name, engine_of(model), model.engine == "auto", export_root(model)
+    )
+
+
+def served_engine_line(name: str, engine: str, auto: bool, root: Path) -> str:
+    """The line for model `name` served on `engine`, chosen by auto or by its catalog entry,
+    from the export records under `root` (laid out as export/ writes them)."""
+    chosen_by = "auto" if auto else "the catalog"
+    if engine == "tensorrt":
+        return f"{name}: engine tensorrt ({chosen_by}: its engine is built on this GPU)"
+    openvino = (_record(root, "openvino") or {}).get("openvino")
+    if engine == "openvino" and openvino is not None:
+        line = (
+            f"{name}: engine openvino, precision {openvino['precision']} ({chosen_by}); "
+            f"min cosine to sentence-transformers {_openvino_cosines(openvino)}; "
+            f"bar {openvino['min_cosine_required']}"
+        )
+    else:
+        onnx = _record(root, "onnxruntime") or {}
+        line = (
+            f"{name}: engine onnxruntime, precision f32, graph {onnx.get('graph')} "
+            f"({chosen_by}); min cosine to sentence-transformers {onnx.get('min_cosine')}; "
+            f"bar {onnx.get('min_cosine_required')}"
+        )
+    if openvino is not None and auto:
+        line += f"; texts/s on one thread: {_speeds(openvino)}"
+    return line
