@@ -34,10 +34,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -72,9 +74,13 @@ EDGE_STOP_MARGIN_S = 13.0
 ADMIN_APIS = "model-repository,shared-memory,logging,trace"
 ADMIN_KEY_HEADER = "admin-key"
 ADMIN_KEY_VARIABLE = "TRITON_ADMIN_KEY"
-# Read by the tokenizer's admission (model_common/model_common/admission.py);
-# named here, not imported: the launcher runs on the standard library alone.
+# Read by the tokenizer's admission (model_common/model_common/admission.py)
+# and the stages' shared counts (model_common/model_common/backlog.py); named
+# here, not imported: the launcher runs on the standard library alone.
 METRICS_URL_VARIABLE = "EMBEDDING_METRICS_URL"
+BACKLOG_DIR_VARIABLE = "EMBEDDING_BACKLOG_DIR"
+# Where those counts live while the server runs: memory, not disk.
+SHARED_MEMORY = Path("/dev/shm")
 # With tenants, the edge's per-tenant stats for Prometheus are on the
 # metrics port + this, on the public host.
 EDGE_STATS_PORT_OFFSET = 1
@@ -223,11 +229,13 @@ def server_command(
     ]
 
 
-def server_environment(triton: Triton, endpoints: Endpoints) -> dict[str, str]:
+def server_environment(triton: Triton, endpoints: Endpoints, backlog_dir: Path) -> dict[str, str]:
     environment = dict(os.environ)
     # The tokenizer admits work by the embedder's backlog, which it reads
-    # from this server's metrics (model_common/model_common/admission.py).
+    # from this server's metrics and, between readings, from counts the
+    # stages keep in `backlog_dir` (model_common/model_common/admission.py).
     environment[METRICS_URL_VARIABLE] = f"http://{endpoints.metrics_address}/metrics"
+    environment[BACKLOG_DIR_VARIABLE] = str(backlog_dir)
     # tritonserver has the key on its command line already; its Python-backend
     # stubs (model code) need not inherit it.
     environment.pop(ADMIN_KEY_VARIABLE, None)
@@ -396,11 +404,17 @@ def main(argv: list[str] | None = None) -> None:
         f"admin APIs {'need the admin key' if admin_key else 'open'}",
         flush=True,
     )
+    backlog_dir = Path(
+        tempfile.mkdtemp(
+            prefix="triton-embedding-backlog-",
+            dir=SHARED_MEMORY if SHARED_MEMORY.is_dir() else None,
+        )
+    )
     # Its own session: a Ctrl-C in the terminal reaches only this launcher,
     # which then stops the server gracefully.
     server = subprocess.Popen(
         command,
-        env=server_environment(triton, endpoints),
+        env=server_environment(triton, endpoints, backlog_dir),
         preexec_fn=_stop_with_parent,
         start_new_session=True,
     )
@@ -458,7 +472,11 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(
             target=_stop_when_edge_exits, args=(edge, stopping, on_signal), daemon=True
         ).start()
-    sys.exit(server.wait())
+    try:
+        code = server.wait()
+    finally:
+        shutil.rmtree(backlog_dir, ignore_errors=True)
+    sys.exit(code)
 
 
 def _stop_when_edge_exits(

@@ -11,6 +11,7 @@ from typing import TypeVar
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+from model_common.backlog import Count, started_count
 from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
@@ -120,6 +121,7 @@ class GroupedEmbedder(ABC):
     _dims: int
     _limits: TokenLimits
     _run_errors: tuple[type[Exception], ...]
+    _started: Count
 
     def _set_up(
         self, args: dict[str, str], run_errors: tuple[type[Exception], ...]
@@ -130,11 +132,13 @@ class GroupedEmbedder(ABC):
         self._dims = setup.dims
         self._limits = setup.limits
         self._run_errors = run_errors
+        self._started = started_count(args)
         return setup
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
+        self._started.add(len(requests))
         return embed_execute(requests, self._limits, self._dims, self._embed_rows, self._run_errors)
 
     def _embed_rows(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Embeddings:

@@ -321,11 +321,18 @@ def loading_table(runs: Sequence[Run]) -> list[str]:
     ]
 
 
+def _host_cpu(measurement: dict[str, Any]) -> str:
+    """perf.process_cpu's figures, in its order; runs before it: n/a."""
+    cpu = measurement.get("cpu_us_per_request")
+    return ", ".join(f"{value:.0f}" for value in cpu.values()) if cpu else "n/a"
+
+
 def _sweep_rows(points: list[Point], peak: float | None) -> list[str]:
     lines = [
         "| concurrency | texts/s | tokens/s | MFU | p50 ms | p99 ms | GPU util "
-        "| tokenizer queue+compute µs | embedder queue µs | embedder compute µs |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| tokenizer queue+compute µs | embedder queue µs | embedder compute µs "
+        "| host CPU µs/request: tritonserver, tokenizer, embedder, client |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for point in points:
         measurement = point.measurement
@@ -345,7 +352,7 @@ def _sweep_rows(points: list[Point], peak: float | None) -> list[str]:
             f"| {measurement['load']:g} | {measurement['infer_per_sec']:.0f} "
             f"| {tokens_text(point.tokens_per_s)} | {mfu} | {measurement['p50_ms']:.1f} "
             f"| {measurement['p99_ms']:.1f} | {_gpu_utilization(measurement)} | {tokenizer_us} "
-            f"| {queue_us} | {compute_us} |"
+            f"| {queue_us} | {compute_us} | {_host_cpu(measurement)} |"
         )
     return lines
 

@@ -36,6 +36,7 @@ from perf.gpu.embedder_code import packed_graphs
 from perf.gpu.models import reference_embeddings
 from perf.gpu.mps import mps_daemon
 from perf.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
+from perf.process_cpu import cpu_per_request
 from perf.workloads import Kind, workload, write_text_input_data, write_token_input_data
 from server.paths import MODEL_REPOSITORY, SHARED_REPOSITORY
 
@@ -264,23 +265,28 @@ def sweep(
     start, end, step = CONCURRENCY
     for level in range(start, end + 1, step):
         try:
-            (measurement,) = run_perf_analyzer(
-                model,
-                server.grpc_url,
-                "grpc",
-                input_data,
-                folder / f"{model}-{load.name}-c{level}.csv",
-                batch_size=load.texts_per_request,
-                concurrency=(level, level, 1),
-                measurement_ms=MEASUREMENT_MS,
-                max_trials=6,
-                metrics_url=f"http://{server.endpoints.metrics_address}/metrics",
-                priority=BULK,
-            )
+            with cpu_per_request(server, model) as cpu:
+                (measurement,) = run_perf_analyzer(
+                    model,
+                    server.grpc_url,
+                    "grpc",
+                    input_data,
+                    folder / f"{model}-{load.name}-c{level}.csv",
+                    batch_size=load.texts_per_request,
+                    concurrency=(level, level, 1),
+                    measurement_ms=MEASUREMENT_MS,
+                    max_trials=6,
+                    metrics_url=f"http://{server.endpoints.metrics_address}/metrics",
+                    priority=BULK,
+                )
         except PerfAnalyzerError as error:
             result["errors"].append({"concurrency": level, "error": str(error)[-1500:]})
             continue
-        result["measurements"].append(asdict(measurement))
+        # What each process spends per request there: where the host's
+        # CPU goes around the GPU (tritonserver, the stages' stubs, the client).
+        result["measurements"].append(
+            {**asdict(measurement), "cpu_us_per_request": cpu[0].microseconds()}
+        )
     return result
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import triton_python_backend_utils as pb_utils
 from model_common.admission import METRICS_URL_VARIABLE, BacklogGate
+from model_common.backlog import RELEASED, Backlog
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
 from model_common.record import ExportRecord
@@ -116,10 +117,14 @@ class TritonPythonModel:
                 f"{METRICS_URL_VARIABLE} is not set: start the server with server/launch.py, "
                 "which names its metrics endpoint there"
             )
+        embedder = parameters["embedder_model"]["string_value"]
+        backlog = Backlog(embedder)
+        self._released = backlog.own(RELEASED, args["model_instance_name"])
         self._gate = BacklogGate(
             metrics_url,
-            parameters["embedder_model"]["string_value"],
+            embedder,
             int(parameters["max_embedder_backlog"]["string_value"]),
+            backlog,
         )
 
     def execute(
@@ -135,12 +140,15 @@ class TritonPythonModel:
         if valid:
             self._admit()
         encoded = iter(self._encode(valid))
-        return [
+        responses = [
             pb_utils.InferenceResponse(error=item)
             if isinstance(item, pb_utils.TritonError)
             else self._respond(next(encoded), item[1])
             for item in decoded
         ]
+        # What goes on to the embedder's queue, for the door's estimate.
+        self._released.add(sum(not response.has_error() for response in responses))
+        return responses
 
     def _encode(self, valid: list[tuple[list[str], TextOptions]]) -> list[list[Encoding]]:
         """Each request's encodings: one batch-encode call per way of

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
+from model_common.backlog import started_count
 from model_common.tokens import TokenLimits
 from model_common.triton import Tokens, read_tokens
 
@@ -41,6 +42,7 @@ class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         parameters = json.loads(args["model_config"])["parameters"]
         repository = Path(args["model_repository"]).parent
+        self._started = started_count(args)
         record = read_engine_record(repository / ENGINE / "1" / "engine.json")
         self._dims = record["embedding_dim"]
         self._limits = TokenLimits(
@@ -56,6 +58,7 @@ class TritonPythonModel:
     async def execute(
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
+        self._started.add(len(requests))
         checked = [read_tokens(request, self._limits, self._dims) for request in requests]
         return list(await asyncio.gather(*(self._respond(item) for item in checked)))
 

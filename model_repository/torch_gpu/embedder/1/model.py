@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
+from model_common.backlog import started_count
 from model_common.embedder_setup import EmbedderSetup
 from model_common.triton import embed_execute
 from packed_encoder import load_encoder
@@ -64,6 +65,7 @@ class TritonPythonModel:
         torch.set_num_threads(1)
         setup = EmbedderSetup.from_args(args)
         record = setup.record
+        self._started = started_count(args)
         self._dims = setup.dims
         self._limits = setup.limits
         self._tokens_per_forward = setup.integer("tokens_per_forward")
@@ -104,6 +106,7 @@ class TritonPythonModel:
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
+        self._started.add(len(requests))
         # No run errors to isolate: the token checks already refused any
         # request whose values the encoder could not take.
         return embed_execute(requests, self._limits, self._dims, self._embed_rows, ())

@@ -1,0 +1,321 @@
+"""Where a short request's time and CPU go on the served path, on this
+machine, against the engine alone in-process; before and after a change to
+the path, in one run.
+
+For query-8 and short-1, each setup is served by a real tritonserver, one
+after the other, and measured by perf_analyzer over gRPC at the bulk
+priority level:
+- texts/s at 1, 4, 8 and 16 concurrent clients, and the best of them against
+  the in-process rate of the engine it serves (perf.cpu_engines: one worker
+  per core);
+- at one client, each stage's queue and compute time per request (Triton's
+  statistics), and the client's own send, receive and network wait;
+- at the best level, the CPU each process spends per request (tritonserver,
+  with the gRPC frontend, the ensemble and the C++ serializer; the Python
+  stubs of the tokenizer and the embedders; perf_analyzer), against the
+  engine's CPU per request in-process;
+- for the shipped setup, the same level over HTTP/JSON.
+One reading of the embedder's backlog from Triton's metrics, the tokenizer's
+door before its shared counts, is also timed on its own.
+
+    .venv/bin/python -m perf.served_path [--results perf/results/debian12-2core]
+
+Writes served_path.md into the results folder and perf_analyzer's CSVs into
+its served_path/ subfolder. Takes about 10 minutes on 2 cores; nothing else
+should run meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_common.admission import read_pending
+
+from harness.priority import BULK
+from harness.processor import this_processor
+from harness.repository import repository_variant
+from harness.server import RunningServer, running_server
+from perf.ceiling import available_cores, serving_tokenizer, tokenize
+from perf.cpu_engines import Engine, in_process_rate, onnxruntime_engine, openvino_engine
+from perf.perf_analyzer import Measurement, StageTimes
+from perf.process_cpu import ROLES, ProcessCpu, cpu_per_request
+from perf.report_command import write_report
+from perf.sweep import Target, Windows, concurrency_sweep
+from perf.workloads import Workload, workload
+from server.paths import (
+    ONNX_MODEL_DIR,
+    OPENVINO_CPU_REPOSITORY,
+    OPENVINO_MODEL_DIR,
+    REPO_ROOT,
+    default_repositories,
+)
+
+WORKLOADS = (("query", 8), ("short", 1))
+LEVELS = (1, 4, 8, 16)
+WINDOWS = Windows(measurement_ms=3000, stability_percentage=50.0, max_trials=6)
+TARGET_RATIO = 0.9
+VARIANTS = REPO_ROOT / "perf" / "served_path_variants"
+STAGES = ("tokenizer", "embedder", "serializer")
+GAUGE_READINGS = 300
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    # Builds the repository folder to serve into the given folder; None: the shipped one.
+    repository: Callable[[Path], Path] | None
+
+
+def _before_counts(workdir: Path) -> Path:
+    """The shipped repository with the tokenizer that reads the gauge at every execute."""
+    target = repository_variant(workdir / "before", {})
+    model = target / "tokenizer" / "1" / "model.py"
+    model.unlink()
+    model.symlink_to(VARIANTS / "tokenizer_reads_every_execute.py")
+    return target
+
+
+SETUPS = (
+    Setup("before: the door reads Triton's metrics at every execute", _before_counts),
+    Setup("shipped: the door reads shared counts, the metrics when near the limit", None),
+)
+
+
+@dataclass(frozen=True)
+class Served:
+    setup: str
+    load: Workload
+    levels: dict[int, Measurement]
+    cpu: ProcessCpu
+    http_texts_per_s: float | None
+
+    @property
+    def best(self) -> Measurement:
+        return max(self.levels.values(), key=lambda m: m.infer_per_sec)
+
+
+def served_engine() -> tuple[str, Engine]:
+    """The engine the shipped server runs, as perf.cpu_engines runs it in-process."""
+    workers = available_cores()
+    embedder = default_repositories()[1]
+    if embedder == OPENVINO_CPU_REPOSITORY:
+        record = json.loads((OPENVINO_MODEL_DIR / "export.json").read_text())["openvino"]
+        name = f"OpenVINO {record['precision']}"
+        return name, openvino_engine(
+            name, OPENVINO_MODEL_DIR / "model.xml", record["precision"], workers
+        )
+    return "ONNX Runtime f32", onnxruntime_engine("ONNX Runtime f32", ONNX_MODEL_DIR / "model.onnx")
+
+
+@dataclass(frozen=True)
+class InProcess:
+    texts_per_s: float
+    cpu_us_per_request: float
+
+
+def in_process(engine: Engine, load: Workload) -> InProcess:
+    batches = tokenize(serving_tokenizer(), load.requests)
+    before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    rate = in_process_rate(engine, batches, available_cores())
+    after, elapsed = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - started
+    cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    # The warm-up runs count in both the CPU and the time: the share of CPU
+    # per second of the run, spread over the texts it ran.
+    requests_per_s = rate / load.texts_per_request
+    return InProcess(rate, 1e6 * cpu_s / elapsed / requests_per_s)
+
+
+def _at_level(target: Target, load: Workload, results: Path, label: str, level: int) -> Measurement:
+    """One perf_analyzer run at `level` concurrent clients."""
+    sweep = concurrency_sweep(
+        target, load, results, label=label, concurrency=(level, level, 1), windows=WINDOWS
+    )
+    return sweep.best
+
+
+def measure(server: RunningServer, setup: str, load: Workload, results: Path, http: bool) -> Served:
+    """The levels, then the CPU per request at the best of them, then (`http`)
+    the same level over HTTP/JSON."""
+    target = Target(server.grpc_url, priority=BULK)
+    label = setup.split(":")[0]
+    levels = {
+        level: _at_level(target, load, results, f"{label}_c{level}", level) for level in LEVELS
+    }
+    best = max(levels, key=lambda level: levels[level].infer_per_sec)
+    with cpu_per_request(server) as found:
+        _at_level(target, load, results, f"{label}_cpu", best)
+    http_rate = None
+    if http:
+        over_http = Target(server.http_url, protocol="http")
+        http_rate = _at_level(over_http, load, results, f"{label}_http", best).infer_per_sec
+    return Served(setup, load, levels, found[0], http_rate)
+
+
+@dataclass(frozen=True)
+class GaugeReading:
+    wall_us: float
+    cpu_us: float  # in the reader; the server spends its own on top
+
+
+def time_gauge_reading(server: RunningServer) -> GaugeReading:
+    url = f"http://{server.endpoints.host}:{server.endpoints.metrics_port}/metrics"
+    read_pending(url, "embedder")
+    cpu, wall = time.process_time(), time.perf_counter()
+    for _ in range(GAUGE_READINGS):
+        read_pending(url, "embedder")
+    return GaugeReading(
+        1e6 * (time.perf_counter() - wall) / GAUGE_READINGS,
+        1e6 * (time.process_time() - cpu) / GAUGE_READINGS,
+    )
+
+
+def _stage_us(stages: StageTimes) -> str:
+    compute = stages.compute_input_us + stages.compute_infer_us + stages.compute_output_us
+    return f"{stages.queue_us:.0f} | {compute:.0f}"
+
+
+def render(
+    engine: str,
+    in_proc: dict[str, InProcess],
+    served: Sequence[Served],
+    gauge: GaugeReading,
+) -> str:
+    lines = [
+        "# The served path of a short request",
+        "",
+        f"Processor: {this_processor().describe()}.",
+        "",
+        f"Generated by `.venv/bin/python -m perf.served_path` in one run. The served engine: "
+        f"{engine}; in-process, {available_cores()} workers (one per core) each with its own "
+        "session or infer request of one thread, as perf.cpu_engines runs it. Served: the "
+        "`embed` ensemble over gRPC at the bulk priority level, perf_analyzer on the same cores.",
+        "",
+        "## Served / in-process",
+        "",
+        "| setup | workload | "
+        + " | ".join(f"c={level}" for level in LEVELS)
+        + " | in-process | best / in-process |",
+        "|---|---|" + "---|" * len(LEVELS) + "---|---|",
+    ]
+    for row in served:
+        rates = " | ".join(f"{row.levels[level].infer_per_sec:.0f}" for level in LEVELS)
+        inner = in_proc[row.load.name].texts_per_s
+        lines.append(
+            f"| {row.setup} | {row.load.name} | {rates} | {inner:.0f} | "
+            f"**{row.best.infer_per_sec / inner:.2f}** |"
+        )
+    lines += [
+        "",
+        "## Each hop at one client (µs per request)",
+        "",
+        "Triton's statistics per stage (queue | compute: input + infer + output), the "
+        "ensemble's own overhead, and the client's send, receive and network wait.",
+        "",
+        "| setup | workload | "
+        + " | ".join(f"{stage} queue | {stage} compute" for stage in STAGES)
+        + " | client send + receive | network | end to end p50 |",
+        "|---|---|" + "---|---|" * len(STAGES) + "---|---|---|",
+    ]
+    for row in served:
+        one = row.levels[1]
+        stages = {c.model: c.stages for c in one.composing}
+        cells = " | ".join(_stage_us(stages[stage]) for stage in STAGES)
+        lines.append(
+            f"| {row.setup} | {row.load.name} | {cells} | "
+            f"{one.client_send_us + one.client_recv_us:.0f} | {one.network_us:.0f} | "
+            f"{1000 * one.p50_ms:.0f} |"
+        )
+    lines += [
+        "",
+        "## CPU per request at the best level (µs)",
+        "",
+        "Each process's CPU time over a run at the best concurrency, per request answered. "
+        "tritonserver holds the gRPC frontend, the ensemble scheduler and the C++ "
+        "serializer; the embedder stubs are summed. In-process: the engine alone, all "
+        "cores, per request of the workload.",
+        "",
+        "| setup | workload | "
+        + " | ".join((*ROLES, "perf_analyzer"))
+        + " | all | engine in-process | over the engine |",
+        "|---|---|" + "---|" * (len(ROLES) + 4),
+    ]
+    for row in served:
+        cpu = row.cpu.microseconds()
+        total = sum(cpu.values())
+        engine_us = in_proc[row.load.name].cpu_us_per_request
+        lines.append(
+            f"| {row.setup} | {row.load.name} | "
+            + " | ".join(f"{value:.0f}" for value in cpu.values())
+            + f" | {total:.0f} | {engine_us:.0f} | {total - engine_us:.0f} |"
+        )
+    lines += ["", "## What holds the ratio below " + f"{TARGET_RATIO}", ""]
+    for row in served[-len(WORKLOADS) :]:
+        ratio = row.best.infer_per_sec / in_proc[row.load.name].texts_per_s
+        cpu = row.cpu.microseconds()
+        engine_us = in_proc[row.load.name].cpu_us_per_request
+        added = {
+            "the embedder stubs beyond the engine": cpu["embedder stub"] - engine_us,
+            **{role: value for role, value in cpu.items() if role != "embedder stub"},
+        }
+        parts = ", ".join(f"{name} {value:.0f}" for name, value in added.items())
+        verdict = "met" if ratio >= TARGET_RATIO else "missed"
+        lines.append(
+            f"- {row.load.name}: {ratio:.2f}, {verdict}. Per request the engine takes "
+            f"{engine_us:.0f} µs of CPU in-process; the served path adds {parts} (µs). At "
+            f"{TARGET_RATIO} the path may add {engine_us * (1 / TARGET_RATIO - 1):.0f}."
+        )
+    lines += [
+        "",
+        "## Other hops",
+        "",
+        f"- One reading of the embedder's backlog from Triton's metrics endpoint: "
+        f"{gauge.wall_us:.0f} µs wall, {gauge.cpu_us:.0f} µs of CPU in the reader (the "
+        "server spends its own to render the metrics). Before, the tokenizer took one at "
+        "every execute; now one when its estimate nears the limit or is older than "
+        "model_common.admission.READING_MAX_AGE_S.",
+    ]
+    for row in served:
+        if row.http_texts_per_s is not None:
+            grpc_rate = row.best.infer_per_sec
+            lines.append(
+                f"- {row.load.name}, {row.setup.split(':')[0]}: over HTTP/JSON at the best "
+                f"level {row.http_texts_per_s:.0f} texts/s, gRPC {grpc_rate:.0f} "
+                f"({row.http_texts_per_s / grpc_rate:.2f}x)."
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=REPO_ROOT / "perf" / "results" / "local")
+    args = parser.parse_args(argv)
+    results = args.results / "served_path"
+    results.mkdir(parents=True, exist_ok=True)
+    loads = [workload(kind, count) for kind, count in WORKLOADS]
+    engine_name, engine = served_engine()
+    in_proc = {load.name: in_process(engine, load) for load in loads}
+    served: list[Served] = []
+    gauge = None
+    with tempfile.TemporaryDirectory(prefix="served_path_") as work:
+        for setup in SETUPS:
+            workdir = Path(work) / setup.name.split(":")[0]
+            workdir.mkdir()
+            repositories = [setup.repository(workdir)] if setup.repository else None
+            with running_server(workdir / "tritonserver.log", repositories) as server:
+                shipped = setup.repository is None
+                served += [measure(server, setup.name, load, results, shipped) for load in loads]
+                if shipped:
+                    gauge = time_gauge_reading(server)
+    assert gauge is not None
+    write_report(args.results / "served_path.md", render(engine_name, in_proc, served, gauge))
+
+
+if __name__ == "__main__":
+    main()

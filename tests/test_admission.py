@@ -1,0 +1,150 @@
+"""The tokenizer's door without a tritonserver: the stages' shared counts
+(model_common.backlog) across processes, and the gate (model_common.admission)
+against a real HTTP endpoint serving Triton-format metrics, which counts the
+readings. On a real server the door is tested under overload by
+tests/test_robustness.py (refused untokenized)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from model_common.admission import BacklogGate
+from model_common.backlog import BACKLOG_DIR_VARIABLE, RELEASED, STARTED, Backlog
+
+from server import launch
+
+LIMIT = 8
+
+
+class Metrics:
+    """Serves the embedder's pending gauge; counts the readings."""
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self.readings = 0
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                metrics.readings += 1
+                body = (
+                    f'nv_inference_pending_request_count{{model="embedder",version="1"}} '
+                    f"{metrics.pending}\n"
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def backlog_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(BACKLOG_DIR_VARIABLE, str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def metrics() -> Iterator[Metrics]:
+    served = Metrics()
+    yield served
+    served.server.shutdown()
+
+
+def _release(instance: str, count: int) -> None:
+    Backlog("embedder").own(RELEASED, instance).add(count)
+
+
+def test_counts_of_other_processes_add_up(backlog_dir: Path) -> None:
+    backlog = Backlog("embedder")
+    started = backlog.own(STARTED, "embedder_0_0")
+    context = multiprocessing.get_context("spawn")
+    for instance, count in (("tokenizer_0_0", 5), ("tokenizer_0_1", 4)):
+        process = context.Process(target=_release, args=(instance, count))
+        process.start()
+        process.join()
+        assert process.exitcode == 0
+    started.add(3)
+    backlog.rescan()
+    assert backlog.value() == 5 + 4 - 3
+    # A restarted instance counts on from its value.
+    Backlog("embedder").own(RELEASED, "tokenizer_0_0").add(1)
+    assert backlog.value() == 7
+
+
+def test_without_the_launchers_folder_the_stage_refuses_to_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(BACKLOG_DIR_VARIABLE, raising=False)
+    with pytest.raises(ValueError, match=BACKLOG_DIR_VARIABLE):
+        Backlog("embedder")
+
+
+def test_the_launcher_names_what_the_stages_read() -> None:
+    assert launch.BACKLOG_DIR_VARIABLE == BACKLOG_DIR_VARIABLE
+
+
+def _gate(metrics: Metrics) -> tuple[BacklogGate, Backlog]:
+    backlog = Backlog("embedder")
+    return BacklogGate(metrics.url, "embedder", LIMIT, backlog, poll_s=0.001), backlog
+
+
+def test_the_gauge_is_read_only_when_the_estimate_nears_the_limit(
+    backlog_dir: Path, metrics: Metrics
+) -> None:
+    gate, backlog = _gate(metrics)
+    released = backlog.own(RELEASED, "tokenizer_0_0")
+    started = backlog.own(STARTED, "embedder_0_0")
+    gate.wait()
+    assert metrics.readings == 1
+    # The embedder keeps up: released and started move together, no reading.
+    for _ in range(50):
+        released.add(3)
+        started.add(3)
+        gate.wait()
+    assert metrics.readings == 1
+    # Released past the limit without being started: read again; the gauge
+    # says the queue is short (the requests timed out there), so the door
+    # opens and the drift is corrected.
+    released.add(LIMIT)
+    gate.wait()
+    assert metrics.readings == 2
+    assert gate.estimate() == 0
+    gate.wait()
+    assert metrics.readings == 2
+
+
+def test_a_full_queue_holds_until_the_gauge_drops(backlog_dir: Path, metrics: Metrics) -> None:
+    gate, backlog = _gate(metrics)
+    metrics.pending = LIMIT
+    backlog.own(RELEASED, "tokenizer_0_0").add(LIMIT)
+    timer = threading.Timer(0.05, lambda: setattr(metrics, "pending", LIMIT - 1))
+    timer.start()
+    waited = gate.wait()
+    assert waited >= 0.04
+    assert metrics.readings > 2
+
+
+def test_an_old_reading_is_renewed(backlog_dir: Path, metrics: Metrics) -> None:
+    """Requests sent straight to the embedder (`embed_tokens`) pass no
+    tokenizer count: the gauge is read again once the reading is old."""
+    gate, _ = _gate(metrics)
+    gate.max_age_s = 0.02
+    gate.wait()
+    gate.wait()
+    assert metrics.readings == 1
+    time.sleep(0.03)
+    gate.wait()
+    assert metrics.readings == 2
