@@ -228,7 +228,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             target / "export.json",
             lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),
         )
-    print(f"exported OpenVINO IR, precision {precision}, faster engine: {faster} -> {target}")
+    refused = ", ".join(f"{p} {cosine:.7f}" for p, cosine in choice.refused().items())
+    print(
+        f"exported OpenVINO IR, precision {precision} (refused: {refused or 'none'}), "
+        f"faster engine: {faster} -> {target}"
+    )
 
 
 if __name__ == "__main__":

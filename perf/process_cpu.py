@@ -63,13 +63,13 @@ def cpu_per_request(server: RunningServer, model: str = "embed") -> Iterator[lis
     """CPU per request of `model` answered while the block runs; the list
     it yields holds the result once the block is done."""
     pids = [server.tritonserver_pid, *child_pids(server.tritonserver_pid)]
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    before = {pid: _cpu_s(pid) for pid in pids}
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    answered = _answered(client, model)
-    found: list[ProcessCpu] = []
-    yield found
-    requests = max(1, _answered(client, model) - answered)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        before = {pid: _cpu_s(pid) for pid in pids}
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        answered = _answered(client, model)
+        found: list[ProcessCpu] = []
+        yield found
+        requests = max(1, _answered(client, model) - answered)
     by_role: dict[str, float] = {}
     for pid in pids:
         role = _role(pid)
@@ -77,4 +77,3 @@ def cpu_per_request(server: RunningServer, model: str = "embed") -> Iterator[lis
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     client_s = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     found.append(ProcessCpu(by_role, client_s / requests, requests))
-    client.close()
