@@ -24,12 +24,7 @@ from export.engine_choice import MIN_COSINE
 from harness.repository import read_config
 from perf.gpu.mps import LOG_VARIABLE, PIPE_VARIABLE, MpsUnavailableError, mps_daemon
 from perf.gpu.report import entry_point_table, load_runs, loading_table, render
-from perf.gpu.served import (
-    GRAPH_TOKEN_BUCKETS,
-    ServerSetup,
-    loading_lines,
-    served_tokenizer,
-)
+from perf.gpu.served import TORCH_EMBEDDER, ServerSetup, loading_lines, served_tokenizer
 from perf.workloads import token_counts, workload, write_token_input_data
 from server.paths import EXPORT_PYTHON, REPO_ROOT, TOKENIZER_JSON
 
@@ -98,25 +93,25 @@ def _run_kit_on_cpu(kit: Path, out: Path, workdir: Path, arguments: list[str]) -
 
 
 def test_the_unpacked_kit_serves_the_torch_embedder_on_cpu(packed: Path, tmp_path: Path) -> None:
-    """With the `graphs` option: on a CPU instance the buckets' padded shapes
-    run eagerly, nothing is captured."""
+    """As shipped, with CUDA-graph buckets: on a CPU instance their padded
+    shapes run eagerly, nothing is captured."""
     kit, out, workdir = tmp_path / "kit", tmp_path / "out", tmp_path / "work"
-    results = _run_kit_on_cpu(kit, out, workdir, ["--serve", "minilm:e1:t1:r64::graphs"])
+    results = _run_kit_on_cpu(kit, out, workdir, ["--serve", "minilm:e1:t1:r64"])
     (served,) = results["served"]
     assert served["device"] == "cpu"
     assert served["check"]["texts"] >= 9
     assert served["check"]["min_cosine"] >= MIN_COSINE, served["check"]
     assert (out / "report.md").is_file() and (out / "logs.tar.gz").is_file()
-    assert served["name"] == "minilm-e1-t1-r64-graphs"
+    assert served["name"] == "minilm-e1-t1-r64"
     (warm_up,) = served["loading"]["warm_up"]
     assert warm_up["device"] == "cpu" and warm_up["seconds"] >= 0
     assert served["loading"]["capture"] == []
     config = read_config(
         workdir / "served" / served["name"] / "repository" / "embedder" / "config.pbtxt"
     )
-    assert config.parameters["cuda_graph_tokens"].string_value == ",".join(
-        str(bucket) for bucket in GRAPH_TOKEN_BUCKETS
-    )
+    shipped = read_config(TORCH_EMBEDDER / "config.pbtxt").parameters["cuda_graph_tokens"]
+    assert shipped.string_value
+    assert config.parameters["cuda_graph_tokens"] == shipped
     # Served from the unpacked tree, not from this checkout.
     log = (workdir / "served" / served["name"] / "tritonserver.log").read_text()
     python_backend = kit / "build" / "triton_backends" / "python" / "libtriton_python.so"
@@ -159,27 +154,27 @@ def test_the_unpacked_kit_measures_the_encoder_variants_in_process_on_cpu(
         "bert-base:e4:t8:r256:medium",
         "bert base:e1:t1:r1",
         "bert-base:e4:t8:r256:short:turbo",
-        "bert-base:e4:t8:r256:short:graphs:mps",
+        "bert-base:e4:t8:r256:short:eager:mps",
     ],
 )
 def test_a_bad_setup_is_refused_with_its_form(spec: str) -> None:
     with pytest.raises(
         ValueError,
         match=r"SHAPE:eN:tN:rN\[:WORKLOADS\[:OPTIONS\]\]|unknown workloads"
-        r"|unknown options \['turbo'\]; known: graphs, tokens, mps",
+        r"|unknown options \['turbo'\]; known: eager, tokens, mps",
     ):
         ServerSetup.parse(spec)
 
 
 def test_setup_options_name_the_server_and_its_entry_points() -> None:
-    setup = ServerSetup.parse("bert-base:e4:t8:r256:short,long:mps,tokens,graphs")
+    setup = ServerSetup.parse("bert-base:e4:t8:r256:short,long:mps,tokens,eager")
     assert setup.workloads == ("short", "long")
-    assert setup.options == ("graphs", "tokens", "mps")
-    assert setup.name == "bert-base-e4-t8-r256-graphs-tokens-mps"
+    assert setup.options == ("eager", "tokens", "mps")
+    assert setup.name == "bert-base-e4-t8-r256-eager-tokens-mps"
     assert setup.entry_points == ("embed", "embed_tokens")
-    graphs = ServerSetup.parse("minilm:e1:t1:r64::graphs")
-    assert (graphs.workloads, graphs.name) == ((), "minilm-e1-t1-r64-graphs")
-    assert graphs.entry_points == ("embed",)
+    eager = ServerSetup.parse("minilm:e1:t1:r64::eager")
+    assert (eager.workloads, eager.name) == ((), "minilm-e1-t1-r64-eager")
+    assert eager.entry_points == ("embed",)
     assert ServerSetup.parse("minilm:e1:t1:r64:short:tokens").name == "minilm-e1-t1-r64-tokens"
 
 

@@ -7,7 +7,9 @@ torch exists only in .venv-export, so the PyTorch side runs there as a
 subprocess (tests/torch_reference.py); ONNX Runtime runs in this process.
 The served tests run the Triton model (model_repository/torch_gpu) in a real
 tritonserver on a CPU instance, its stub in .venv-export (EXECUTION_ENV_PATH),
-as shipped and with token buckets (cuda_graph_tokens).
+without token buckets and with buckets of its own (cuda_graph_tokens);
+the shipped buckets are served by the GPU kit's CPU test
+(tests/test_gpu_kit.py).
 """
 
 from __future__ import annotations
@@ -166,6 +168,13 @@ def _on_cpu_in_the_export_env(config: model_config_pb2.ModelConfig) -> None:
     config.parameters["EXECUTION_ENV_PATH"].string_value = str(EXPORT_PYTHON.parent.parent)
 
 
+def _eager(config: model_config_pb2.ModelConfig) -> None:
+    """As _on_cpu_in_the_export_env, without token buckets: every forward
+    exactly its rows' tokens."""
+    _on_cpu_in_the_export_env(config)
+    config.parameters["cuda_graph_tokens"].string_value = ""
+
+
 def _with_token_buckets(config: model_config_pb2.ModelConfig) -> None:
     """As _on_cpu_in_the_export_env, with forwards padded to token buckets
     (CUDA graphs' shapes, run eagerly on CPU): one below these texts' total
@@ -180,7 +189,7 @@ def torch_server_grpc(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("torch_embedder")
-    edit = _with_token_buckets if request.param == "token-buckets" else _on_cpu_in_the_export_env
+    edit = _with_token_buckets if request.param == "token-buckets" else _eager
     repository = repository_variant(
         folder / "repository",
         {"embedder": edit},

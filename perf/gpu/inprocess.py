@@ -1,7 +1,7 @@
 """The torch_gpu embedder's packed encoder without Triton, in the variants
 the GPU issue asks to compare one by one, each beside the shipped one in
-the same run: eager, compiled as shipped, compiled with CUDA graphs of
-token buckets, compiled with tanh GELU, and compiled by max-autotune (GEMM
+the same run: compiled with CUDA graphs of the shipped token buckets (as
+shipped), eager, compiled without graphs, compiled with tanh GELU, and compiled by max-autotune (GEMM
 templates that take bias and GELU into their epilogue). Plus the GPU's own
 matrix-product rate and the cost of padding against the padded encoder
 the packed one replaced (perf/gpu/padded_encoder.py).
@@ -38,7 +38,7 @@ from perf.gpu import padded_encoder
 from perf.gpu.embedder_code import ENCODER_DIR, packed_graphs, packed_modules
 from perf.gpu.models import VOCAB_SIZE, BertShape, dense_peak_flops, reference_embeddings
 from perf.gpu.profile import kernel_table
-from perf.gpu.served import CHECK_TEXTS, GRAPH_TOKEN_BUCKETS
+from perf.gpu.served import CHECK_TEXTS
 from perf.gpu.variants import SERVED, VARIANTS
 from server.paths import TOKENIZER_JSON
 
@@ -75,6 +75,13 @@ def _shipped_config() -> Any:
 def tokens_per_forward() -> int:
     """The shipped config's token budget per forward."""
     return int(_shipped_config().parameters["tokens_per_forward"].string_value)
+
+
+def graph_token_buckets() -> tuple[int, ...]:
+    """The shipped config's CUDA-graph token buckets."""
+    graphs = packed_graphs()
+    value = _shipped_config().parameters[graphs.GRAPH_TOKENS_PARAMETER].string_value
+    return graphs.parse_buckets(value, tokens_per_forward())
 
 
 def max_batch_size() -> int:
@@ -267,7 +274,7 @@ class InProcess:
             forward = None
             if variant.graphs:
                 forward = packed_graphs().BucketedEncoder(
-                    encoder, GRAPH_TOKEN_BUCKETS, max_batch_size()
+                    encoder, graph_token_buckets(), max_batch_size()
                 )
                 if self.device.type == "cuda":
                     capture = forward.capture()
@@ -297,12 +304,14 @@ class InProcess:
         return record
 
     def budgets(self, shape: BertShape, model_dir: Path, max_length: int) -> None:
-        """The shipped variant host to host at each of the scale's token
-        budgets per forward, with the GPU memory each needs at its peak."""
+        """The encoder host to host at each of the scale's token budgets per
+        forward, with the GPU memory each needs at its peak: eager, as a
+        forward runs where no graph bucket holds it (each budget would need
+        its own buckets' graphs)."""
         _, rows_module = packed_modules()
         encoder = self._encoder(shape, model_dir)
         torch._dynamo.reset()
-        encoder.place(self.device, self.dtype)
+        encoder.place(self.device, self.dtype, None)
         for budget in self.scale.budgets:
             for length in WORKLOAD_LENGTHS:
                 if length > max_length:
@@ -335,10 +344,11 @@ class InProcess:
                 )
 
     def padding(self, shape: BertShape, model_dir: Path, max_length: int) -> None:
-        """The shipped packed encoder against three padded ways (GPU only)."""
+        """The packed encoder (eager, as budgets) against three padded ways
+        (GPU only)."""
         encoder = self._encoder(shape, model_dir)
         torch._dynamo.reset()
-        encoder.place(self.device, self.dtype)
+        encoder.place(self.device, self.dtype, None)
         padded = padded_encoder.load_encoder(model_dir, "mean", self.device, self.dtype)
         self.result["padding"] += padding_comparison(encoder, padded, shape, max_length)
         del padded
@@ -349,7 +359,7 @@ def padding_comparison(
     encoder: Any, padded: Any, shape: BertShape, max_length: int
 ) -> list[dict[str, Any]]:
     """Rows of mixed real lengths (uniform in 8..max_length, seeded) embedded
-    packed (shipped) and three padded ways (the padded encoder), as useful
+    packed and three padded ways (the padded encoder), as useful
     (unpadded) tokens/s."""
     _, rows_module = packed_modules()
     generator = torch.Generator().manual_seed(7)

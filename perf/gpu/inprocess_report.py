@@ -12,7 +12,7 @@ from typing import Any
 
 from perf.gpu.profile import table_lines
 
-SHIPPED = "compiled"
+SHIPPED = "graphs"
 
 
 def tokens_text(value: float) -> str:
@@ -266,7 +266,7 @@ def in_process_lines(in_process: dict[str, Any] | None) -> list[str]:
         return lines + _legacy_throughput(in_process) + _padding(in_process)
     return [
         *lines,
-        "Each variant of the packed encoder beside the shipped one (`compiled`). Forward: the "
+        "Each variant of the packed encoder beside the shipped one (`graphs`). Forward: the "
         "first forward's packed rows from the host, copy included, on the GPU clock (the host's "
         "on CPU). Host to host: all rows through embed_packed as the embedder runs them, in "
         "forwards of the shipped token budget, with the host thread's CPU ms per forward. "

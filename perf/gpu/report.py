@@ -305,8 +305,8 @@ def loading_table(runs: Sequence[Run]) -> list[str]:
             )
     return [
         "Each embedder instance logs its warm-up forward at load (on CUDA it compiles the "
-        "encoder's blocks) and, in `-graphs` setups on a GPU, its CUDA-graph capture; none: "
-        "no such line.",
+        "encoder's blocks) and, where its config names token buckets (as shipped since run6; "
+        "the `-graphs` setups before), its CUDA-graph capture; none: no such line.",
         "",
         *markdown_table(
             (
@@ -425,8 +425,9 @@ def render(runs: Sequence[Run]) -> str:
         "tokenizer instances on the CPU; setups with the `tokens` option also sweep "
         "`embed_tokens` (the same texts as token ids, tokenized by the client). A setup "
         "`bert-base-e4-t8-r256` has 4 embedder instances, 8 tokenizer instances and executions "
-        "of up to 256 rows; `-graphs` replays each forward as a CUDA graph at the kit's token "
-        "buckets, `-mps` serves under NVIDIA MPS. Tokens count [CLS] "
+        "of up to 256 rows; up to run5 its forwards ran eagerly and `-graphs` replayed each as a "
+        "CUDA graph at the kit's token buckets; from run6 graphs ship and `-eager` turns them "
+        "off; `-mps` serves under NVIDIA MPS. Tokens count [CLS] "
         "and [SEP], not padding. MFU: model FLOPs (matrix products and attention) per second "
         "over the GPU's dense float16 peak. The anchors are H200 figures; an H100 has the same "
         "dense float16 peak and less memory bandwidth.",

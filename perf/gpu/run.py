@@ -39,12 +39,13 @@ from perf.gpu.variants import VARIANTS
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 # The served part of a lease, most important first (a call stopped at its
-# limit keeps the setups it finished): the shipped setup through both entry
-# points, then CUDA graphs at 4 and 2 instances, then MPS, then MiniLM.
+# limit keeps the setups it finished): the shipped setup (CUDA graphs)
+# through both entry points, then without graphs, then 2 instances, then
+# MPS, then MiniLM.
 DEFAULT_SETUPS = (
     "bert-base:e4:t8:r256:short,long:tokens",
-    "bert-base:e4:t8:r256:short,long:graphs",
-    "bert-base:e2:t8:r256:short,long:graphs",
+    "bert-base:e4:t8:r256:short,long:eager",
+    "bert-base:e2:t8:r256:short,long",
     "bert-base:e4:t8:r256:short:mps",
     "minilm:e4:t8:r256:short,long",
 )
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         type=ServerSetup.parse,
         help="SHAPE:eN:tN:rN[:WORKLOADS[:OPTIONS]] (embedder instances, tokenizer instances, "
-        "rows per execute, short/long, graphs/tokens/mps); repeat for several",
+        "rows per execute, short/long, eager/tokens/mps); repeat for several",
     )
     parser.add_argument(
         "--default-setups",

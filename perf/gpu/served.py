@@ -3,8 +3,9 @@ shared ensembles and the torch_gpu embedder on a random-weight BERT
 (perf/gpu/models.py), its embeddings checked against sentence-transformers
 on the same weights, then perf_analyzer sweeps of `embed` (and with the
 `tokens` option `embed_tokens`) over gRPC (raw bytes out) at Triton's bulk
-priority. Options also serve with CUDA graphs (`graphs`) or under NVIDIA
-MPS (`mps`); the embedder's load-time lines are read from the server log.
+priority. Options also serve without the shipped CUDA graphs (`eager`) or
+under NVIDIA MPS (`mps`); the embedder's load-time lines are read from the
+server log.
 """
 
 from __future__ import annotations
@@ -41,16 +42,11 @@ from perf.workloads import Kind, workload, write_text_input_data, write_token_in
 from server.paths import MODEL_REPOSITORY, SHARED_REPOSITORY
 
 Device = Literal["cuda", "cpu"]
-Option = Literal["graphs", "tokens", "mps"]
+Option = Literal["eager", "tokens", "mps"]
 EntryPoint = Literal["embed", "embed_tokens"]
-OPTIONS: tuple[Option, ...] = ("graphs", "tokens", "mps")
+OPTIONS: tuple[Option, ...] = ("eager", "tokens", "mps")
 TORCH_EMBEDDER = MODEL_REPOSITORY / "torch_gpu" / "embedder"
 SERVED_TOKENIZER_JSON = Path("tokenizer", "1", "tokenizer.json")  # in the served repository
-# The `graphs` option's CUDA-graph buckets, up to the shipped tokens_per_forward
-# (32768): a forward is padded up to the smallest bucket that holds it, so
-# finer steps waste less padding; the graphs share one memory pool, which
-# the largest sizes.
-GRAPH_TOKEN_BUCKETS = (512, 1024, 2048, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
 # Texts per request: short texts in large requests, as indexing clients send
 # them; long ones fewer, within the embedder's max_tokens_per_request.
 TEXTS_PER_REQUEST: dict[Kind, int] = {"short": 32, "long": 8}
@@ -102,7 +98,7 @@ class ServerSetup:
     @classmethod
     def parse(cls, spec: str) -> ServerSetup:
         """`SHAPE:eN:tN:rN[:WORKLOADS[:OPTIONS]]`, e.g.
-        `bert-base:e4:t8:r64:short,long:graphs,tokens` (WORKLOADS may be empty)."""
+        `bert-base:e4:t8:r64:short,long:eager,tokens` (WORKLOADS may be empty)."""
         match = re.fullmatch(r"([\w-]+):e(\d+):t(\d+):r(\d+)(?::([\w,]*)(?::([\w,]+))?)?", spec)
         if match is None:
             raise ValueError(f"bad setup {spec!r}: want SHAPE:eN:tN:rN[:WORKLOADS[:OPTIONS]]")
@@ -137,14 +133,11 @@ def _embedder_config(setup: ServerSetup, device: Device) -> ConfigEdit:
         )
         group.count = setup.embedder_instances
         config.max_batch_size = setup.rows
-        if "graphs" in setup.options:
+        if "eager" in setup.options:
             # The product's parameter name, imported here: packed_graphs imports
             # torch, which only the run's python has. set_parameter refuses a
             # config that does not declare it.
-            set_parameter(
-                packed_graphs().GRAPH_TOKENS_PARAMETER,
-                ",".join(str(bucket) for bucket in GRAPH_TOKEN_BUCKETS),
-            )(config)
+            set_parameter(packed_graphs().GRAPH_TOKENS_PARAMETER, "")(config)
 
     return edit
 
@@ -161,15 +154,18 @@ def _tokenizer_config(setup: ServerSetup) -> ConfigEdit:
 
 
 def _config_edits(setup: ServerSetup, device: Device) -> dict[str, ConfigEdit]:
-    """The embedder's edit, and the tokenizer's where it changes the shipped
-    config: with as many instances as that one it would change nothing, which
+    """The embedder's and the tokenizer's edits, each where it changes the
+    shipped config: one that changes nothing (the shipped GPU setup itself)
     repository_variant refuses."""
-    edits = {"embedder": _embedder_config(setup, device)}
-    tokenizer = _tokenizer_config(setup)
-    shipped = SHARED_REPOSITORY / "tokenizer" / "config.pbtxt"
-    if edited(shipped, tokenizer) != read_config(shipped):
-        edits["tokenizer"] = tokenizer
-    return edits
+    edits = {
+        "embedder": (TORCH_EMBEDDER / "config.pbtxt", _embedder_config(setup, device)),
+        "tokenizer": (SHARED_REPOSITORY / "tokenizer" / "config.pbtxt", _tokenizer_config(setup)),
+    }
+    return {
+        model: edit
+        for model, (shipped, edit) in edits.items()
+        if edited(shipped, edit) != read_config(shipped)
+    }
 
 
 def _replace_link(path: Path, content: str) -> None:
@@ -293,7 +289,7 @@ def sweep(
 def loading_lines(log: str) -> dict[str, list[dict[str, Any]]]:
     """The embedder instances' load-time lines in a server log, one entry
     per instance each, in log order: the warm-up forward (every instance)
-    and the CUDA-graph capture (GPU instances with graphs); none: empty."""
+    and the CUDA-graph capture (GPU instances with graphs, as shipped); none: empty."""
     return {
         "warm_up": [
             {"device": match[1], "seconds": float(match[2])} for match in WARM_UP_LINE.finditer(log)

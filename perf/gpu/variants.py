@@ -23,9 +23,11 @@ SERVED = "served"
 # baseline). The compile cache a variant fills serves the next that
 # compiles the same code: warm-up times after the first are with it warm.
 VARIANTS = {
-    "compiled": Variant("torch.compile of the blocks (shipped)", SERVED),
-    "graphs": Variant("compiled, CUDA graphs of token buckets", SERVED, graphs=True),
-    "eager": Variant("eager: every op its own kernel", None),
+    "graphs": Variant(
+        "compiled, CUDA graphs of the config's token buckets (shipped)", SERVED, graphs=True
+    ),
+    "eager": Variant("eager: every op its own kernel (served without buckets)", None),
+    "compiled": Variant("torch.compile of the blocks, run call by call", SERVED),
     "tanh-gelu": Variant("compiled, tanh GELU in place of erf", SERVED, gelu="tanh"),
     "max-autotune": Variant(
         "compiled by max-autotune: GEMM templates with bias and GELU in the epilogue",

@@ -26,12 +26,13 @@ import triton_python_backend_utils as pb_utils
 from model_common.backlog import started_count
 from model_common.embedder_setup import EmbedderSetup
 from model_common.triton import embed_execute
-from packed_encoder import load_encoder
+from packed_encoder import SERVED_COMPILE_MODE, load_encoder
 from packed_graphs import GRAPH_TOKENS_PARAMETER, BucketedEncoder, parse_buckets
 from packed_rows import Forward, embed_packed
 
-# A warm-up forward at load: on CUDA it compiles the encoder's blocks, so
-# the first request does not wait for it and a compile failure fails the load.
+# A warm-up forward at load: where the blocks are compiled, it compiles
+# them, so the first request does not wait for it and a compile failure
+# fails the load.
 _WARM_UP_ROWS = 4
 
 
@@ -79,13 +80,21 @@ class TritonPythonModel:
             dtype = torch.float16
         else:
             device, dtype = torch.device("cpu"), torch.float32
-        self._encoder = load_encoder(
-            Path(str(record.fields["model_dir"])), str(record.fields["pooling"]), device, dtype
-        )
-        self._forward: Forward | None = None
         buckets = parse_buckets(
             setup.parameters.get(GRAPH_TOKENS_PARAMETER, ""), self._tokens_per_forward
         )
+        # The blocks are compiled only where CUDA graphs replay them: run
+        # call by call, the compiled blocks' host cost per call made the
+        # encoder about 3x slower host to host than eager on an H100
+        # (perf/results/h100/report.md, run4).
+        self._encoder = load_encoder(
+            Path(str(record.fields["model_dir"])),
+            str(record.fields["pooling"]),
+            device,
+            dtype,
+            SERVED_COMPILE_MODE if buckets else None,
+        )
+        self._forward: Forward | None = None
         with _one_instance_at_a_time(device):
             if buckets:
                 bucketed = BucketedEncoder(self._encoder, buckets, setup.max_batch_size)

@@ -368,11 +368,16 @@ def fused_state_dict(
 
 
 def load_encoder(
-    model_dir: Path, pooling: Pooling, device: torch.device, dtype: torch.dtype
+    model_dir: Path,
+    pooling: Pooling,
+    device: torch.device,
+    dtype: torch.dtype,
+    compile_mode: str | None = SERVED_COMPILE_MODE,
 ) -> PackedEncoder:
     """Loads the sentence-transformers folder (or bare HuggingFace
-    checkpoint) in model_dir for inference on device in dtype; pooled
-    vectors and outputs stay float32."""
+    checkpoint) in model_dir for inference on device in dtype, its blocks
+    compiled in compile_mode (PackedEncoder.place); pooled vectors and
+    outputs stay float32."""
     transformer_dir, head = _modules(model_dir)
     shape = EncoderShape.read(transformer_dir / "config.json")
     encoder = PackedEncoder(shape, pooling, head)
@@ -390,4 +395,4 @@ def load_encoder(
     ]
     if unloaded:
         raise ValueError(f"{weights_path}: the checkpoint sets no {', '.join(unloaded)}")
-    return encoder.place(device, dtype)
+    return encoder.place(device, dtype, compile_mode)
