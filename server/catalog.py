@@ -4,6 +4,7 @@
     name = "all-MiniLM-L6-v2"        # what clients call it: the Triton model, the OpenAI model
     aliases = ["embed"]              # more names for the same model
     # path = "models/e5-small"       # a sentence-transformers folder; absent: the packaged MiniLM
+    # task = "embed"                 # embed | rerank | sparse; absent: what the folder says it is
     engine = "auto"                  # auto | onnxruntime | openvino | tensorrt
     instances = 2                    # embedder instances; absent: its config.pbtxt's count
 
@@ -14,6 +15,7 @@ message naming the entry. Standard library only, like the launcher.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,20 @@ DEFAULT_CATALOG = REPO_ROOT / "models.toml"
 ENGINES = ("auto", "onnxruntime", "openvino", "tensorrt")
 # Engines built for the packaged model only, so far.
 PACKAGED_ENGINES = ("tensorrt",)
-KEYS = frozenset({"name", "path", "aliases", "engine", "instances"})
+KEYS = frozenset({"name", "path", "aliases", "engine", "instances", "task"})
+# What a sentence-transformers folder is for: config_sentence_transformers.json's
+# model_type names its class. A folder without one is a bi-encoder, as
+# sentence-transformers saved them before it had other classes.
+MODEL_TYPE_FILE = "config_sentence_transformers.json"
+TASKS_BY_MODEL_TYPE = {
+    "SentenceTransformer": "embed",
+    "CrossEncoder": "rerank",
+    "SparseEncoder": "sparse",
+}
+TASKS = tuple(TASKS_BY_MODEL_TYPE.values())
+# The tasks a catalog entry can be served for so far: rerankers and sparse
+# encoders are recognized, and refused by name until they are served.
+SERVED_TASKS = ("embed",)
 # Triton names a model by its folder: letters, digits, '_', '-' and '.',
 # not starting with '.', and short enough for a metric label.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -133,8 +148,15 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
         isinstance(instances, bool) or not isinstance(instances, int) or instances < 1
     ):
         return "'instances' must be a positive integer"
+    task = table.get("task")
+    if task is not None and task not in TASKS:
+        return f"'task' is {task!r}; expected one of {list(TASKS)}"
     folder = table.get("path")
     if folder is None:
+        if task not in (None, "embed"):
+            return (
+                f"'task' is {task!r}, but the packaged model (no 'path') is a bi-encoder: 'embed'"
+            )
         return CatalogModel(name, None, tuple(aliases), str(engine), instances)
     if not isinstance(folder, str):
         return "'path' must be a string"
@@ -143,7 +165,45 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
     resolved = (base / folder).resolve()
     if not (resolved / "modules.json").is_file():
         return f"'path' {resolved} is not a sentence-transformers folder (no modules.json)"
+    kind = folder_kind(resolved)
+    if isinstance(kind, str):
+        return kind
+    if task is not None and task != kind.task:
+        return f"'task' is {task!r}, but {resolved} holds a {kind.model_type}: {kind.task!r}"
+    if kind.task not in SERVED_TASKS:
+        return (
+            f"{resolved} holds a {kind.model_type} (task {kind.task!r}), which this server "
+            f"does not serve yet: it serves {' and '.join(map(repr, SERVED_TASKS))}"
+        )
     return CatalogModel(name, resolved, tuple(aliases), str(engine), instances)
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    model_type: str  # the sentence-transformers class the folder was saved from
+    task: str
+
+
+def folder_kind(folder: Path) -> FolderKind | str:
+    """What the sentence-transformers folder holds, or the message that
+    refuses it."""
+    path = folder / MODEL_TYPE_FILE
+    model_type = "SentenceTransformer"
+    if path.is_file():
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            return f"{path}: cannot read it as JSON ({error})"
+        if not isinstance(document, dict):
+            return f"{path}: not a JSON object"
+        model_type = document.get("model_type", model_type)
+    task = TASKS_BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
+    if task is None:
+        return (
+            f"{path}: model_type {model_type!r} is no model this server knows "
+            f"(known: {', '.join(TASKS_BY_MODEL_TYPE)})"
+        )
+    return FolderKind(model_type, task)
 
 
 def _name_clash(models: list[CatalogModel]) -> str | None:

@@ -90,6 +90,49 @@ def test_a_folder_the_export_cannot_serve_is_refused_at_start(tmp_path: Path) ->
     assert not (tmp_path / "served").exists()
 
 
+def _saved_as(tmp_path: Path, model_type: object) -> None:
+    """A folder "m" as sentence-transformers saves a model of model_type."""
+    folder = _folder(tmp_path, "m")
+    (folder / "config_sentence_transformers.json").write_text(
+        json.dumps({"model_type": model_type})
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_type", "entry", "named"),
+    [
+        ("CrossEncoder", "", ["entry 'm'", "CrossEncoder", "'rerank'", "does not serve yet"]),
+        ("SparseEncoder", "", ["entry 'm'", "SparseEncoder", "'sparse'", "does not serve yet"]),
+        ("Mystery", "", ["entry 'm'", "'Mystery'", "SentenceTransformer, CrossEncoder"]),
+        (["CrossEncoder"], "", ["entry 'm'", "model_type ['CrossEncoder']"]),
+        ("SentenceTransformer", 'task = "rerank"\n', ["'task' is 'rerank'", "SentenceTransformer"]),
+        ("SentenceTransformer", 'task = "classify"\n', ["'task' is 'classify'", "'sparse'"]),
+    ],
+)
+def test_a_folder_is_served_for_what_it_holds_or_refused_naming_it(
+    tmp_path: Path, model_type: object, entry: str, named: list[str]
+) -> None:
+    _saved_as(tmp_path, model_type)
+    refusal = read_catalog(_catalog(tmp_path, f'[[models]]\nname = "m"\npath = "m"\n{entry}'))
+    assert isinstance(refusal, str), refusal
+    for part in named:
+        assert part in refusal, refusal
+
+
+@pytest.mark.parametrize("entry", ["", 'task = "embed"\n'])
+def test_a_bi_encoder_folder_is_served_with_or_without_its_task_named(
+    tmp_path: Path, entry: str
+) -> None:
+    _saved_as(tmp_path, "SentenceTransformer")
+    catalog = read_catalog(_catalog(tmp_path, f'[[models]]\nname = "m"\npath = "m"\n{entry}'))
+    assert isinstance(catalog, Catalog), catalog
+
+
+def test_the_packaged_model_is_a_bi_encoder(tmp_path: Path) -> None:
+    refusal = read_catalog(_catalog(tmp_path, '[[models]]\nname = "a"\ntask = "sparse"\n'))
+    assert isinstance(refusal, str) and "'task' is 'sparse'" in refusal, refusal
+
+
 def test_served_configs_come_from_the_shipped_ones_with_the_models_names(tmp_path: Path) -> None:
     served = tmp_path / "served"
     catalog = prepare(DEFAULT_CATALOG, served)
