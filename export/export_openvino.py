@@ -3,9 +3,9 @@
 Reads what export/export_onnx.py wrote (<repository>/onnx_cpu/embedder/1/model.onnx and its
 export.json), converts the graph to IR (float32 weights), and checks it in the precision it
 will be served in against sentence-transformers on the original weights: min cosine >= 0.9999
-over export_onnx's check texts (multilingual text, emoji, an empty and a whitespace-only text,
-a text truncated at the max length, and some after each of the model's prompts), batched and
-one text at a time (and batched with left padding where the model's tokenizer pads on the
+over reference_check.py's check texts (multilingual text, emoji, an empty and a whitespace-only
+text, a text truncated at the max length, and some after each of the model's prompts), batched
+and one text at a time (and batched with left padding where the model's tokenizer pads on the
 left). The weights folder is the one the ONNX record names unless --model-dir says otherwise.
 bfloat16 is checked first where the processor runs it; if it misses the bar, the export says
 so and records float32, which the server then serves. Then it times ONNX Runtime float32
@@ -36,24 +36,20 @@ from engine_choice import (
     faster_engine,
     precision_candidates,
 )
-from export_onnx import (
+from export_onnx import export_parser
+from model_folder import default_model_dir, read_json, read_model_spec
+from publish import write_atomically
+from reference_check import (
     CHECK_TEXTS,
     LONG_TEXT,
     CheckCase,
     CheckSet,
     FloatArray,
-    IntArray,
     build_check_set,
-    default_model_dir,
-    export_parser,
     graph_cosines,
-    load_checked_model,
-    load_tokenizer,
-    pad_batch,
-    read_json,
-    read_model_spec,
-    write_atomically,
 )
+from served_tokenizer import IntArray, load_tokenizer, pad_batch
+from st_model import load_checked_model
 from tokenizers import Tokenizer
 
 TIMING_SECONDS = 1.0
@@ -89,7 +85,7 @@ def run_ir(compiled: ov.CompiledModel, batch: Batch) -> FloatArray:
 def check_min_cosine(
     compiled: ov.CompiledModel, check: CheckSet, bar: float
 ) -> tuple[float, list[tuple[str, float]]]:
-    """The lowest cosine to sentence-transformers over the check texts (export_onnx's runs:
+    """The lowest cosine to sentence-transformers over the check texts (reference_check's runs:
     batched, one at a time, left-padded where the tokenizer pads left), and the texts below
     `bar`."""
     cosines = graph_cosines(lambda ids, mask: run_ir(compiled, (ids, mask)), check)

@@ -6,7 +6,7 @@
   activations quantized per call (dynamic quantization); opt-in, it changes the embeddings.
 
 The attention fusion matches the eager attention pattern only, so a graph meant for fusing
-is exported with the encoder's eager attention (export_onnx.py does that).
+is exported with the encoder's eager attention (onnx_graph.py does that).
 """
 
 from __future__ import annotations

@@ -21,18 +21,12 @@ from typing import Any
 
 import nncf
 import openvino as ov
-from export_onnx import (
-    CHECK_TEXTS,
-    default_model_dir,
-    l2_normalize,
-    load_sentence_transformer,
-    load_tokenizer,
-    pad_batch,
-    read_json,
-    read_model_spec,
-    write_atomically,
-)
 from export_openvino import compile_for, min_cosine
+from model_folder import default_model_dir, read_json, read_model_spec
+from publish import write_atomically
+from reference_check import CHECK_TEXTS, l2_normalize
+from served_tokenizer import load_tokenizer, pad_batch
+from st_model import load_sentence_transformer
 
 MIN_COSINE = 0.99
 CALIBRATION_BATCH = 8

@@ -55,9 +55,20 @@ from server.paths import EXPORT_PYTHON, ONNX_RUNTIME_REPOSITORIES, REPO_ROOT
 GraphKind = Literal["plain", "fused", "int8"]
 GRAPH_KINDS: tuple[GraphKind, ...] = ("plain", "fused", "int8")
 GRAPH_ROOT = REPO_ROOT / "build" / "graphs"
-EXPORT_SOURCES = (
-    REPO_ROOT / "export" / "export_onnx.py",
-    REPO_ROOT / "export" / "optimize_graph.py",
+EXPORT_SOURCES = tuple(
+    REPO_ROOT / "export" / name
+    for name in (
+        "export_onnx.py",
+        "model_folder.py",
+        "model_families.py",
+        "st_model.py",
+        "served_tokenizer.py",
+        "embedding_head.py",
+        "onnx_graph.py",
+        "reference_check.py",
+        "publish.py",
+        "optimize_graph.py",
+    )
 )
 ST_REFERENCE = REPO_ROOT / "tests" / "st_reference.py"
 # The served workload cells the comparison covers.

@@ -30,7 +30,7 @@ from server.paths import REPO_ROOT
 
 EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
-# Check texts: 13 unprompted, 5 more after each non-empty prompt (export_onnx.py).
+# Check texts: 13 unprompted, 5 more after each non-empty prompt (export/reference_check.py).
 UNPROMPTED_CHECKS, CHECKS_PER_PROMPT = 13, 5
 QWEN3_QUERY = "Instruct: Given a web search query, retrieve relevant passages\nQuery: "
 # What each family's record must say: its folder's architecture, modules and prompts.

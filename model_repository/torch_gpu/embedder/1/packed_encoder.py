@@ -302,7 +302,7 @@ def _dense(folder: Path) -> nn.Module:
             for name, tensor in load_file(str(folder / "model.safetensors")).items()
         }
     )
-    # The export refuses activations outside torch (export_onnx.check_head_modules).
+    # The export refuses activations outside torch (export/model_folder.py's check_head_modules).
     module_path, _, class_name = str(config["activation_function"]).rpartition(".")
     activation = getattr(importlib.import_module(module_path), class_name)()
     return nn.Sequential(linear, activation)
