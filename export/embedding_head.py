@@ -13,12 +13,16 @@ from model_folder import SENTENCE_EMBEDDING, PoolingMode
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAMES = ("embedding", "norm")
 
 
 class EmbeddingGraph(torch.nn.Module):
     """Transformer encoder + pooling + Dense modules + L2 normalization, as one exportable
     module."""
+
+    input_names = INPUT_NAMES
+    output_names = OUTPUT_NAMES
 
     def __init__(
         self,

@@ -1,11 +1,15 @@
 """Export a sentence-transformers model to ONNX for the Triton embedding service.
 
-The exported graph takes `input_ids` and `attention_mask` (int64 [batch, seq]) and returns
-`embedding` (L2-normalized, float32 [batch, D]) and `norm` (the L2 norm of the final vector
-before normalization, float32 [batch, 1]), with the model's own pooling (mean, CLS or last
-token, the latter two found from the attention mask, so rows padded on either side pool alike)
-and its Dense modules computed in the graph; D is the last Dense module's width where there is
-one. The families served (SUPPORTED_MODEL_TYPES) are BERT, XLM-RoBERTa, MPNet, ModernBERT and
+The folder's config_sentence_transformers.json says what it holds (model_type): a bi-encoder
+(SentenceTransformer, or none named) or a reranker (CrossEncoder); any other class (a
+SparseEncoder, an unknown one) is refused naming it.
+
+For a bi-encoder, the exported graph takes `input_ids` and `attention_mask` (int64 [batch,
+seq]) and returns `embedding` (L2-normalized, float32 [batch, D]) and `norm` (the L2 norm of the
+final vector before normalization, float32 [batch, 1]), with the model's own pooling (mean, CLS
+or last token, the latter two found from the attention mask, so rows padded on either side pool
+alike) and its Dense modules computed in the graph; D is the last Dense module's width where
+there is one. The families served (SUPPORTED_MODEL_TYPES) are BERT, XLM-RoBERTa, MPNet, ModernBERT and
 Qwen3-style decoders, through transformers' own classes; any other architecture, module, pooling
 mode or prompt handling is refused with a message naming it.
 
@@ -31,10 +35,25 @@ atomically:
 The prompts are the model's config_sentence_transformers.json ones: the tokenizer stage puts
 `prompts[name]` before the text, plain string concatenation, as sentence-transformers does.
 
+For a reranker (a one-label sequence classifier, BERT or XLM-RoBERTa; --graph plain only), the
+graph takes `input_ids`, `attention_mask` and, where the model tells a pair's segments apart,
+`token_type_ids` (int64 [batch, seq]), and returns `score` (float32 [batch, 1]): the logit
+through the activation the folder names (sigmoid, CrossEncoder's default, or identity). The
+pair tokenizer (tokenizer.json truncating (query, document) pairs longest_first at the max
+length, as CrossEncoder does, no padding) must give CrossEncoder's ids and token type ids on the
+check pairs; the graph's scores, batched and one pair at a time, must lie within 1e-4 of
+`CrossEncoder.predict`. On success it writes, each file atomically:
+
+    <repository>/onnx_cpu/scorer/1/model.onnx
+    <repository>/shared/pair_tokenizer/1/tokenizer.json
+    export.json ("task": "rerank", inputs, max length, vocabulary sizes, activation, check
+    results) into both folders.
+
 This file is the command line and the order of the steps; each step is a module beside it:
-model_folder.py (the folder read into a ModelSpec; model_families.py, what differs per family),
-st_model.py and served_tokenizer.py (the model and the tokenizer as loaded), embedding_head.py
-(the graph), onnx_graph.py (trace, fuse, quantize), reference_check.py and publish.py.
+model_folder.py and rerank_folder.py (the folder read into a ModelSpec or a RerankSpec;
+model_families.py, what differs per family), st_model.py and served_tokenizer.py (the model and
+the tokenizer as loaded), embedding_head.py and rerank_head.py (the graphs), onnx_graph.py
+(trace, fuse, quantize), reference_check.py and score_check.py (the checks) and publish.py.
 """
 
 from __future__ import annotations
@@ -45,13 +64,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from embedding_head import EmbeddingGraph, head_modules
-from model_folder import default_model_dir, read_model_spec
-from onnx_graph import build_graph, check_onnx_file, example_inputs
+from model_folder import default_model_dir, read_model_spec, read_task
+from onnx_graph import build_graph, check_onnx_file, example_inputs, example_pair_inputs
 from optimize_graph import GRAPH_KINDS, GraphKind
-from publish import export_record, publish
+from publish import RERANK_LAYOUT, export_record, publish, rerank_record
 from reference_check import MIN_COSINE, build_check_set, self_check
+from rerank_folder import read_rerank_spec
+from rerank_head import RerankGraph
+from score_check import build_pair_check_set, score_check
 from served_tokenizer import load_tokenizer
-from st_model import hf_encoder, load_checked_model
+from st_model import hf_encoder, load_checked_cross_encoder, load_checked_model
 
 DEFAULT_OPSET = 17
 # Plain stays the default: the fused graph served no faster (perf/results/debian12-2core/
@@ -92,15 +114,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=GRAPH_KINDS,
         default=DEFAULT_GRAPH,
         help="graph to write: the exporter's (plain), with ONNX Runtime's transformer fusions "
-        "(fused), or fused and int8-quantized (int8, lower accuracy) (default: %(default)s)",
+        "(fused), or fused and int8-quantized (int8, lower accuracy); a reranker exports plain "
+        "only (default: %(default)s)",
     )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Exports, checks and publishes the model."""
+    """Exports, checks and publishes the model, as the task its folder holds."""
     args = parse_args(argv)
     model_dir = (args.model_dir or default_model_dir()).resolve()
+    if read_task(model_dir) == "rerank":
+        export_reranker(model_dir, args)
+    else:
+        export_embedder(model_dir, args)
+
+
+def export_embedder(model_dir: Path, args: argparse.Namespace) -> None:
+    """The bi-encoder: exports, checks and publishes its embedding graph."""
     spec = read_model_spec(model_dir)
     model = load_checked_model(spec)
     tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
@@ -125,6 +156,39 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"pooling={spec.pooling} modules={'+'.join(spec.modules)} dims={result.embedding_dim} "
         f"max_seq_length={spec.max_seq_length} prompts={sorted(spec.prompts) or 'none'} "
         f"min_cosine={result.min_cosine:.7f} -> {model_path}"
+    )
+
+
+def export_reranker(model_dir: Path, args: argparse.Namespace) -> None:
+    """The reranker: exports, checks and publishes its scoring graph."""
+    if args.graph != "plain":
+        raise SystemExit(
+            f"{model_dir}: --graph {args.graph} is for bi-encoders; a reranker (CrossEncoder) "
+            "exports the plain graph only"
+        )
+    spec = read_rerank_spec(model_dir)
+    model = load_checked_cross_encoder(spec)
+    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
+    graph = RerankGraph(hf_encoder(model), spec.activation)
+    # Before the export: a pair tokenizer that differs from CrossEncoder's refuses it at once.
+    check = build_pair_check_set(spec, model, tokenizer, graph.takes_token_types)
+    with tempfile.TemporaryDirectory(prefix="export_onnx_") as workdir:
+        onnx_path, _ = build_graph(
+            graph,
+            example_pair_inputs(tokenizer, graph.input_names),
+            Path(workdir),
+            args.opset,
+            "plain",
+            spec.transformer_dir,
+        )
+        result = score_check(onnx_path, check)
+        record = rerank_record(spec, graph.input_names, result, args.opset)
+        model_path = publish(args.repository.resolve(), onnx_path, tokenizer, record, RERANK_LAYOUT)
+    print(
+        f"exported task=rerank {spec.model_type} ({spec.architecture}) graph=plain "
+        f"inputs={'+'.join(graph.input_names)} max_seq_length={spec.max_seq_length} "
+        f"activation={spec.activation} max_score_difference={result.max_difference:.2e} "
+        f"over {result.num_pairs} pairs -> {model_path}"
     )
 
 

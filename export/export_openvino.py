@@ -15,6 +15,9 @@ each file atomically:
 
     <repository>/openvino_cpu/embedder/1/model.xml, model.bin
     <repository>/openvino_cpu/embedder/1/export.json   (the ONNX record, plus "openvino")
+
+Bi-encoders only: a repository holding a reranker's export (onnx_cpu/scorer/), or a reranker's
+weights folder, is refused with a message saying so.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ from engine_choice import (
     precision_candidates,
 )
 from export_onnx import export_parser
-from model_folder import default_model_dir, read_json, read_model_spec
-from publish import write_atomically
+from model_folder import default_model_dir, read_json, read_model_spec, read_task
+from publish import EMBED_LAYOUT, RERANK_LAYOUT, write_atomically
 from reference_check import (
     CHECK_TEXTS,
     LONG_TEXT,
@@ -161,13 +164,24 @@ def engine_speeds(
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     repository = args.repository.resolve()
-    onnx_dir = repository / "onnx_cpu" / "embedder" / "1"
+    onnx_dir = repository / EMBED_LAYOUT.model
+    scorer_record = repository / RERANK_LAYOUT.model / "export.json"
+    if scorer_record.exists() and not (onnx_dir / "export.json").exists():
+        raise SystemExit(
+            f"{repository} holds a reranker's export ({scorer_record}); export_openvino.py "
+            f"converts a bi-encoder's ({onnx_dir}) only"
+        )
     onnx_path = onnx_dir / "model.onnx"
     onnx_record: dict[str, Any] = read_json(onnx_dir / "export.json")
     # The ONNX graph's own weights folder: a repository exported from another model than the
     # packaged one checks against that model.
     recorded = onnx_record.get("model_dir")
     model_dir = (args.model_dir or (Path(recorded) if recorded else default_model_dir())).resolve()
+    if read_task(model_dir) != "embed":
+        raise SystemExit(
+            f"{model_dir} holds a reranker (CrossEncoder); export_openvino.py converts "
+            "bi-encoders only"
+        )
     spec = read_model_spec(model_dir)
     model = load_checked_model(spec)
     tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)

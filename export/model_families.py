@@ -1,6 +1,6 @@
 """The architecture families the export serves, and what differs between them: the transformers
-class each loads as, where its position ids start, and whether its encoder takes token type
-ids."""
+class each loads as (as a bi-encoder and as a reranker), where its position ids start, and whether
+its encoder takes token type ids."""
 
 from __future__ import annotations
 
@@ -23,6 +23,14 @@ SUPPORTED_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType(
         "qwen3": "Qwen3Model",
     }
 )
+# The same for rerankers: config.json model_type -> the sequence-classification class a
+# CrossEncoder loads. Only the families the reranker tests build (harness/cross_encoder_models.py).
+RERANK_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "bert": "BertForSequenceClassification",
+        "xlm-roberta": "XLMRobertaForSequenceClassification",
+    }
+)
 # Where the position embeddings start after the padding id (RoBERTa-style position ids), the
 # last max_position_embeddings - (pad_token_id + 1) positions are the usable ones.
 PADDING_OFFSET_POSITIONS = frozenset({"xlm-roberta", "mpnet"})
@@ -40,3 +48,9 @@ def usable_positions(config: dict[str, Any]) -> int | None:
 def takes_token_type_ids(encoder: torch.nn.Module) -> bool:
     """Whether the encoder takes token type ids (BERT-style): one text is all type 0."""
     return "token_type_ids" in inspect.signature(encoder.forward).parameters
+
+
+def pair_token_types(model: torch.nn.Module) -> bool:
+    """Whether a pair's segments reach the model as token type ids: it takes them and has more
+    than one type. XLM-RoBERTa takes them but has one type, all 0, which it defaults to."""
+    return takes_token_type_ids(model) and int(getattr(model.config, "type_vocab_size", 1)) > 1

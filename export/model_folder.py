@@ -1,6 +1,8 @@
-"""Reading a sentence-transformers model folder into the ModelSpec the export works from:
-modules.json, the Pooling and head modules' configs, the Transformer's configs (architecture,
-max_seq_length, vocabulary size) and the prompts, refusing what the export cannot serve."""
+"""Reading a sentence-transformers model folder: the task it holds
+(config_sentence_transformers.json's model_type), then, for a bi-encoder, the ModelSpec the
+export works from: modules.json, the Pooling and head modules' configs, the Transformer's configs
+(architecture, max_seq_length, vocabulary size) and the prompts, refusing what the export cannot
+serve. What a reranker's folder (export/rerank_folder.py) has alike is read from here too."""
 
 from __future__ import annotations
 
@@ -13,6 +15,19 @@ from typing import Any, Literal
 from model_families import SUPPORTED_MODEL_TYPES, usable_positions
 
 PoolingMode = Literal["mean", "cls", "lasttoken"]
+Task = Literal["embed", "rerank"]
+
+# config_sentence_transformers.json's model_type names the sentence-transformers class that saved
+# the folder; a folder without one is a bi-encoder, as they were saved before other classes.
+ST_CONFIG = "config_sentence_transformers.json"
+DEFAULT_ST_MODEL_TYPE = "SentenceTransformer"
+TASKS_BY_ST_MODEL_TYPE: MappingProxyType[str, Task] = MappingProxyType(
+    {"SentenceTransformer": "embed", "CrossEncoder": "rerank"}
+)
+# transformer_task (sentence_bert_config.json) -> what the graph reads from the model's forward.
+TRANSFORMER_OUTPUTS: MappingProxyType[str, str] = MappingProxyType(
+    {"feature-extraction": "last_hidden_state", "sequence-classification": "logits"}
+)
 
 # Both the legacy boolean keys and the newer single `pooling_mode` values are accepted.
 SUPPORTED_POOLING: MappingProxyType[str, PoolingMode] = MappingProxyType(
@@ -151,26 +166,48 @@ def check_head_modules(model_dir: Path, modules: list[dict[str, Any]]) -> None:
             )
 
 
-def read_model_type(transformer_dir: Path) -> str:
-    """Returns config.json's model_type, refusing the architectures the export does not serve."""
+def read_task(model_dir: Path) -> Task:
+    """The task the folder holds, from config_sentence_transformers.json's model_type, refusing
+    the classes the export does not serve (a SparseEncoder, an unknown one) by name."""
+    path = model_dir / ST_CONFIG
+    config = read_json(path) if path.exists() else {}
+    if not isinstance(config, dict):
+        raise SystemExit(f"{path}: expected a JSON object, found {type(config).__name__}")
+    model_type = config.get("model_type", DEFAULT_ST_MODEL_TYPE)
+    if not isinstance(model_type, str) or model_type not in TASKS_BY_ST_MODEL_TYPE:
+        known = ", ".join(f"{name} ({task})" for name, task in TASKS_BY_ST_MODEL_TYPE.items())
+        raise SystemExit(
+            f"{path}: model_type {model_type!r} cannot be exported; the export serves {known}"
+        )
+    return TASKS_BY_ST_MODEL_TYPE[model_type]
+
+
+def read_model_type(
+    transformer_dir: Path, supported: MappingProxyType[str, str] = SUPPORTED_MODEL_TYPES
+) -> str:
+    """Returns config.json's model_type, refusing the architectures the export does not serve
+    (supported: model_type -> the transformers class the task loads it as)."""
     config_path = transformer_dir / "config.json"
     model_type = str(read_json(config_path).get("model_type"))
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_type not in supported:
         raise SystemExit(
             f"{config_path}: unsupported architecture model_type {model_type!r}; the export "
-            f"serves {', '.join(f'{name} ({cls})' for name, cls in SUPPORTED_MODEL_TYPES.items())}"
+            f"serves {', '.join(f'{name} ({cls})' for name, cls in supported.items())}"
         )
     return model_type
 
 
-def read_transformer_config(transformer_dir: Path) -> dict[str, Any]:
+def read_transformer_config(
+    transformer_dir: Path, transformer_task: str = "feature-extraction"
+) -> dict[str, Any]:
     """Reads sentence_bert_config.json (absent in some older folders), refusing a Transformer
-    module that does not embed plain text with the encoder's last hidden state."""
+    module that does not run transformer_task on plain text, reading its usual output (the
+    encoder's last hidden state, a classifier's logits)."""
     path = transformer_dir / "sentence_bert_config.json"
     config: dict[str, Any] = read_json(path) if path.exists() else {}
     task = config.get("transformer_task", "feature-extraction")
-    if task != "feature-extraction":
-        raise SystemExit(f"{path}: unsupported transformer_task {task!r}; only feature-extraction")
+    if task != transformer_task:
+        raise SystemExit(f"{path}: unsupported transformer_task {task!r}; only {transformer_task}")
     modality_config = config.get("modality_config", {"text": {}})
     if set(modality_config) != {"text"}:
         raise SystemExit(
@@ -178,19 +215,20 @@ def read_transformer_config(transformer_dir: Path) -> dict[str, Any]:
             "another input kind); only plain text can be exported"
         )
     text = modality_config["text"]
-    output = (text.get("method", "forward"), text.get("method_output_name", "last_hidden_state"))
-    if output != ("forward", "last_hidden_state"):
+    expected = TRANSFORMER_OUTPUTS[transformer_task]
+    output = (text.get("method", "forward"), text.get("method_output_name", expected))
+    if output != ("forward", expected):
         raise SystemExit(
             f"{path}: the text modality reads {output[1]!r} from {output[0]!r}; only the "
-            "encoder's last_hidden_state from forward can be exported"
+            f"model's {expected} from forward can be exported"
         )
     return config
 
 
-def read_max_seq_length(transformer_dir: Path) -> int:
+def read_max_seq_length(transformer_dir: Path, st_config: dict[str, Any]) -> int:
     """Returns the model's max_seq_length as sentence-transformers resolves it: the Transformer
-    config, else the tokenizer's model_max_length, capped at the encoder's positions."""
-    st_config = read_transformer_config(transformer_dir)
+    config (st_config, read_transformer_config's), else the tokenizer's model_max_length, capped
+    at the encoder's positions."""
     if st_config.get("max_seq_length"):
         return int(st_config["max_seq_length"])
     max_positions = usable_positions(read_json(transformer_dir / "config.json"))
@@ -212,7 +250,7 @@ def read_max_seq_length(transformer_dir: Path) -> int:
 def read_prompts(model_dir: Path) -> tuple[dict[str, str], str | None]:
     """Returns config_sentence_transformers.json's prompts and default_prompt_name ({} and None
     where the folder has none)."""
-    path = model_dir / "config_sentence_transformers.json"
+    path = model_dir / ST_CONFIG
     config = read_json(path) if path.exists() else {}
     prompts = config.get("prompts") or {}
     default = config.get("default_prompt_name")
@@ -241,7 +279,9 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
         model_type=model_type,
         modules=names,
         pooling=pooling,
-        max_seq_length=read_max_seq_length(transformer_dir),
+        max_seq_length=read_max_seq_length(
+            transformer_dir, read_transformer_config(transformer_dir)
+        ),
         vocab_size=int(read_json(transformer_dir / "config.json")["vocab_size"]),
         has_normalize=names[-1] == "Normalize",
         prompts=prompts,

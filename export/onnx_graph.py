@@ -1,5 +1,5 @@
-"""Tracing the graph module to one ONNX file, then fusing and quantizing it as --graph asks
-(export/optimize_graph.py)."""
+"""Tracing the graph module (a bi-encoder's or a reranker's head) to one ONNX file, then fusing
+and quantizing it as --graph asks (export/optimize_graph.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from pathlib import Path
 
 import onnx
 import torch
-from embedding_head import OUTPUT_NAMES, EmbeddingGraph
+from embedding_head import EmbeddingGraph
 from optimize_graph import GraphKind, attention_shape, fuse, quantize_int8
-from served_tokenizer import pad_batch
+from rerank_head import RerankGraph
+from served_tokenizer import pad_batch, pad_inputs
 from tokenizers import Tokenizer
 
-INPUT_NAMES = ("input_ids", "attention_mask")
+Graph = EmbeddingGraph | RerankGraph
 
 
 @dataclass(frozen=True)
@@ -37,15 +38,18 @@ def example_inputs(tokenizer: Tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(input_ids), torch.from_numpy(attention_mask)
 
 
-def export_graph(
-    graph: EmbeddingGraph, inputs: tuple[torch.Tensor, torch.Tensor], path: Path, opset: int
-) -> None:
+def example_pair_inputs(tokenizer: Tokenizer, names: tuple[str, ...]) -> tuple[torch.Tensor, ...]:
+    """Builds a reranker's tracing inputs, in the order of names: two pairs, one padded."""
+    encodings = tokenizer.encode_batch(
+        [("A query", "An example."), ("A query", "A somewhat longer example document for tracing.")]
+    )
+    return tuple(torch.from_numpy(array) for array in pad_inputs(encodings, names).values())
+
+
+def export_graph(graph: Graph, inputs: tuple[torch.Tensor, ...], path: Path, opset: int) -> None:
     """Exports the graph with the TorchScript exporter, batch and sequence dynamic."""
-    dynamic_axes = {
-        "input_ids": {0: "batch", 1: "sequence"},
-        "attention_mask": {0: "batch", 1: "sequence"},
-        "embedding": {0: "batch"},
-        "norm": {0: "batch"},
+    dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in graph.input_names} | {
+        name: {0: "batch"} for name in graph.output_names
     }
     with warnings.catch_warnings(), torch.no_grad():
         # The tracer warns about Python branches inside transformers; the self-check runs other
@@ -57,8 +61,8 @@ def export_graph(
             inputs,
             str(path),
             dynamo=False,
-            input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
+            input_names=list(graph.input_names),
+            output_names=list(graph.output_names),
             dynamic_axes=dynamic_axes,
             opset_version=opset,
             do_constant_folding=True,
@@ -66,8 +70,8 @@ def export_graph(
 
 
 def build_graph(
-    graph: EmbeddingGraph,
-    inputs: tuple[torch.Tensor, torch.Tensor],
+    graph: Graph,
+    inputs: tuple[torch.Tensor, ...],
     workdir: Path,
     opset: int,
     kind: GraphKind,

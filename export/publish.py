@@ -1,5 +1,6 @@
 """Writing the export into the repository, each file atomically: model.onnx, the serving
-tokenizer.json, and the export.json record into every folder that reads it."""
+tokenizer.json, and the export.json record into every folder that reads it; where each goes is
+the task's RepositoryLayout (a bi-encoder's embedder, a reranker's scorer)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,30 @@ import torch
 from model_folder import ModelSpec
 from onnx_graph import GraphBuild
 from reference_check import MIN_COSINE, CheckResult
+from rerank_folder import RerankSpec
+from score_check import MAX_SCORE_DIFFERENCE, ScoreCheckResult
 from tokenizers import Tokenizer
+
+
+@dataclass(frozen=True)
+class RepositoryLayout:
+    """Where a task's export goes: version folders under the repository root."""
+
+    model: str  # model.onnx's
+    tokenizer: str  # the serving tokenizer.json's
+    records: tuple[str, ...]  # every folder that reads export.json
+
+
+EMBED_LAYOUT = RepositoryLayout(
+    "onnx_cpu/embedder/1",
+    "shared/tokenizer/1",
+    ("onnx_cpu/embedder/1", "torch_gpu/embedder/1", "shared/tokenizer/1"),
+)
+RERANK_LAYOUT = RepositoryLayout(
+    "onnx_cpu/scorer/1",
+    "shared/pair_tokenizer/1",
+    ("onnx_cpu/scorer/1", "shared/pair_tokenizer/1"),
+)
 
 
 def write_atomically(target: Path, write: Callable[[Path], None]) -> None:
@@ -78,22 +103,51 @@ def export_record(
     }
 
 
-# The version folders of the models that read export.json.
-RECORD_FOLDERS = ("onnx_cpu/embedder/1", "torch_gpu/embedder/1", "shared/tokenizer/1")
+def rerank_record(
+    spec: RerankSpec, inputs: tuple[str, ...], result: ScoreCheckResult, opset: int
+) -> dict[str, Any]:
+    """The content of a reranker's export.json: what the scorer and the pair tokenizer need
+    (inputs, max length, vocabularies, activation) and the check's results."""
+    return {
+        "task": "rerank",
+        "graph": "plain",
+        "model_dir": str(spec.model_dir),
+        "model_type": spec.model_type,
+        "architecture": spec.architecture,
+        "modules": list(spec.modules),
+        "num_labels": spec.num_labels,
+        "activation": spec.activation,
+        "activation_fn": spec.activation_fn,
+        "inputs": list(inputs),
+        "max_seq_length": spec.max_seq_length,
+        "vocab_size": spec.vocab_size,
+        # Token type ids must lie below it; null where the graph takes none.
+        "type_vocab_size": spec.type_vocab_size if "token_type_ids" in inputs else None,
+        "opset": opset,
+        "max_score_difference_allowed": MAX_SCORE_DIFFERENCE,
+        "max_score_difference": result.max_difference,
+        "num_check_pairs": result.num_pairs,
+        "check_score_differences": result.differences,
+        "versions": library_versions(),
+    }
 
 
 def publish(
-    repository: Path, onnx_path: Path, tokenizer: Tokenizer, record: dict[str, Any]
+    repository: Path,
+    onnx_path: Path,
+    tokenizer: Tokenizer,
+    record: dict[str, Any],
+    layout: RepositoryLayout = EMBED_LAYOUT,
 ) -> Path:
     """Writes model.onnx, the serving tokenizer.json and the export.json records into the
-    repository."""
-    model_path = repository / "onnx_cpu" / "embedder" / "1" / "model.onnx"
+    repository, where the task's layout puts them."""
+    model_path = repository / layout.model / "model.onnx"
     write_atomically(model_path, lambda temp: shutil.copyfile(onnx_path, temp))
     write_atomically(
-        repository / "shared" / "tokenizer" / "1" / "tokenizer.json",
+        repository / layout.tokenizer / "tokenizer.json",
         lambda temp: tokenizer.save(str(temp)),
     )
-    for model_dir in RECORD_FOLDERS:
+    for model_dir in layout.records:
         write_atomically(
             repository / model_dir / "export.json",
             lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),

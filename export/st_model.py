@@ -1,5 +1,6 @@
-"""Loading the sentence-transformers model the graph is traced from and checked against: on CPU,
-in float32, offline, and the very model its folder's ModelSpec describes."""
+"""Loading the sentence-transformers model the graph is traced from and checked against (a
+SentenceTransformer, or a CrossEncoder for a reranker): on CPU, in float32, offline, and the very
+model its folder's spec describes."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from model_families import SUPPORTED_MODEL_TYPES
+from model_families import RERANK_MODEL_TYPES, SUPPORTED_MODEL_TYPES
 from model_folder import ModelSpec
+from rerank_folder import RerankSpec
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import CrossEncoder, SentenceTransformer
 
 
 def load_sentence_transformer(model_dir: Path) -> SentenceTransformer:
@@ -48,8 +50,43 @@ def load_checked_model(spec: ModelSpec) -> SentenceTransformer:
     return model
 
 
-def hf_encoder(model: SentenceTransformer) -> torch.nn.Module:
-    """Returns the Hugging Face model inside the sentence-transformers Transformer module."""
+def load_checked_cross_encoder(spec: RerankSpec) -> CrossEncoder:
+    """Loads the CrossEncoder on CPU, in float32, offline, and makes sure it is the one the spec
+    describes: the classifier's class and labels, the activation predict() applies and the max
+    length it truncates pairs at."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from sentence_transformers import CrossEncoder
+    from sentence_transformers.util import fullname
+
+    model = CrossEncoder(str(spec.model_dir), device="cpu", model_kwargs={"dtype": torch.float32})
+    classifier = hf_encoder(model)
+    expected = RERANK_MODEL_TYPES[spec.model_type]
+    if type(classifier).__name__ != expected or model.num_labels != spec.num_labels:
+        raise SystemExit(
+            f"{spec.model_dir}: model_type {spec.model_type!r} loaded as "
+            f"{type(classifier).__name__} with {model.num_labels} labels, expected transformers' "
+            f"{expected} with {spec.num_labels}"
+        )
+    # Older folders name it in config.json too (sbert_ce_default_activation_function): the
+    # function predict() applies must be the one the graph computes.
+    loaded = fullname(model.activation_fn)
+    if loaded != spec.activation_fn:
+        raise SystemExit(
+            f"{spec.model_dir}: CrossEncoder applies {loaded}, the folder names "
+            f"{spec.activation_fn}"
+        )
+    if model.max_seq_length != spec.max_seq_length:
+        print(
+            f"max_seq_length: sentence-transformers reads {model.max_seq_length}, the encoder "
+            f"has {spec.max_seq_length} positions; both truncate at {spec.max_seq_length}"
+        )
+        model.max_seq_length = spec.max_seq_length
+    return model
+
+
+def hf_encoder(model: SentenceTransformer | CrossEncoder) -> torch.nn.Module:
+    """Returns the Hugging Face model inside the sentence-transformers Transformer module (a
+    CrossEncoder's: the sequence classifier)."""
     for module in model:
         if hasattr(module, "auto_model"):
             return module.auto_model

@@ -63,9 +63,12 @@ EXPORT_SOURCES = tuple(
         "model_families.py",
         "st_model.py",
         "served_tokenizer.py",
+        "rerank_folder.py",
         "embedding_head.py",
+        "rerank_head.py",
         "onnx_graph.py",
         "reference_check.py",
+        "score_check.py",
         "publish.py",
         "optimize_graph.py",
     )

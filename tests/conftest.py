@@ -1,7 +1,8 @@
 """Fixtures: a real tritonserver on free loopback ports (the shipped models,
 and a variant that refuses bursts), reference embeddings from
 sentence-transformers on the original weights, and the random-weight model of
-each family, built once for every module that serves or exports them."""
+each family and the random-weight rerankers, built once for every module that
+serves or exports them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from embedding_requests import SAMPLE_TEXTS
 from tritonclient.grpc import model_config_pb2
 
+from harness import cross_encoder_models
 from harness.export_environment import run_in_export_environment
 from harness.family_models import FAMILY_NAMES, build_in_export_environment
 from harness.priority import INTERACTIVE
@@ -67,3 +69,13 @@ def family_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("families")
     build_in_export_environment(out)
     return {name: out / name for name in FAMILY_NAMES}
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A one-label CrossEncoder folder per test reranker (harness/cross_encoder_models.py):
+    bert (sigmoid, token type ids), xlmr (sigmoid, one token type) and bert_identity (raw
+    logits); random weights; the tests copy a folder before they change it."""
+    out = tmp_path_factory.mktemp("cross_encoders")
+    cross_encoder_models.build_in_export_environment(out)
+    return {name: out / name for name in cross_encoder_models.CROSS_ENCODER_NAMES}
