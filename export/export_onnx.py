@@ -44,8 +44,8 @@ length, as CrossEncoder does, no padding) must give CrossEncoder's ids and token
 check pairs; the graph's scores, batched and one pair at a time, must lie within 1e-4 of
 `CrossEncoder.predict`. On success it writes, each file atomically:
 
-    <repository>/onnx_cpu/scorer/1/model.onnx
-    <repository>/shared/pair_tokenizer/1/tokenizer.json
+    <repository>/reranker/scorer/1/model.onnx
+    <repository>/reranker/pair_tokenizer/1/tokenizer.json
     export.json ("task": "rerank", inputs, max length, vocabulary sizes, activation, check
     results) into both folders.
 

@@ -16,7 +16,7 @@ each file atomically:
     <repository>/openvino_cpu/embedder/1/model.xml, model.bin
     <repository>/openvino_cpu/embedder/1/export.json   (the ONNX record, plus "openvino")
 
-Bi-encoders only: a repository holding a reranker's export (onnx_cpu/scorer/), or a reranker's
+Bi-encoders only: a repository holding a reranker's export (reranker/scorer/), or a reranker's
 weights folder, is refused with a message saying so.
 """
 

@@ -39,9 +39,9 @@ EMBED_LAYOUT = RepositoryLayout(
     ("onnx_cpu/embedder/1", "torch_gpu/embedder/1", "shared/tokenizer/1"),
 )
 RERANK_LAYOUT = RepositoryLayout(
-    "onnx_cpu/scorer/1",
-    "shared/pair_tokenizer/1",
-    ("onnx_cpu/scorer/1", "shared/pair_tokenizer/1"),
+    "reranker/scorer/1",
+    "reranker/pair_tokenizer/1",
+    ("reranker/scorer/1", "reranker/pair_tokenizer/1"),
 )
 
 

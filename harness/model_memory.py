@@ -52,7 +52,7 @@ def _model_file(pid: int) -> Path | None:
 def model_memory(tritonserver_pid: int, repository: Path, model: CatalogModel) -> Memory:
     """What `model`'s stages hold in the server `tritonserver_pid` serving
     `repository`."""
-    folders = {repository / model.tokenizer, repository / model.embedder}
+    folders = {repository / model.tokenizer, repository / model.engine_stage}
     stubs = [
         pid
         for pid in _children(tritonserver_pid)

@@ -42,9 +42,11 @@ TASKS_BY_MODEL_TYPE = {
     "SparseEncoder": "sparse",
 }
 TASKS = tuple(TASKS_BY_MODEL_TYPE.values())
-# The tasks a catalog entry can be served for so far: rerankers and sparse
-# encoders are recognized, and refused by name until they are served.
-SERVED_TASKS = ("embed",)
+# The tasks a catalog entry can be served for so far: sparse encoders are
+# recognized, and refused by name until they are served.
+SERVED_TASKS = ("embed", "rerank")
+# The engines a reranker is exported for, so far.
+RERANK_ENGINES = ("auto", "onnxruntime")
 # Triton names a model by its folder: letters, digits, '_', '-' and '.',
 # not starting with '.', and short enough for a metric label.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -52,7 +54,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # the text entry point is the name itself.
 TOKENS_SUFFIX = "_tokens"
 TOKENIZER_SUFFIX = ".tokenizer"
-EMBEDDER_SUFFIX = ".embedder"
+# The stage that runs the exported model, by task.
+ENGINE_STAGE_SUFFIXES = {"embed": ".embedder", "rerank": ".scorer"}
 # Shared by every model.
 SERIALIZER = "serializer"
 # The packaged model's stages keep model_repository's names (the GPU
@@ -67,6 +70,7 @@ class CatalogModel:
     aliases: tuple[str, ...] = ()
     engine: str = "auto"
     instances: int | None = None
+    task: str = "embed"
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -78,13 +82,23 @@ class CatalogModel:
         return PACKAGED_STAGES[0] if self.path is None else self.name + TOKENIZER_SUFFIX
 
     @property
-    def embedder(self) -> str:
-        return PACKAGED_STAGES[1] if self.path is None else self.name + EMBEDDER_SUFFIX
+    def engine_stage(self) -> str:
+        """The stage that runs the exported model: the embedder, or a
+        reranker's scorer."""
+        if self.path is None:
+            return PACKAGED_STAGES[1]
+        return self.name + ENGINE_STAGE_SUFFIXES[self.task]
+
+    @property
+    def entry_suffixes(self) -> tuple[str, ...]:
+        """The entry points per name: texts in, and for a bi-encoder token
+        ids in (NAME_tokens)."""
+        return ("", TOKENS_SUFFIX) if self.task == "embed" else ("",)
 
     def triton_models(self) -> tuple[str, ...]:
         """The Triton models this entry adds to a server."""
-        entries = tuple(name + suffix for name in self.names for suffix in ("", TOKENS_SUFFIX))
-        stages = PACKAGED_STAGES if self.path is None else (self.tokenizer, self.embedder)
+        entries = tuple(name + suffix for name in self.names for suffix in self.entry_suffixes)
+        stages = PACKAGED_STAGES if self.path is None else (self.tokenizer, self.engine_stage)
         return (*entries, *stages)
 
 
@@ -175,7 +189,9 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
             f"{resolved} holds a {kind.model_type} (task {kind.task!r}), which this server "
             f"does not serve yet: it serves {' and '.join(map(repr, SERVED_TASKS))}"
         )
-    return CatalogModel(name, resolved, tuple(aliases), str(engine), instances)
+    if kind.task == "rerank" and engine not in RERANK_ENGINES:
+        return f"'engine' is {engine!r}, but a reranker is served by onnxruntime only, so far"
+    return CatalogModel(name, resolved, tuple(aliases), str(engine), instances, kind.task)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ def engine_of(model: CatalogModel) -> str:
     """The engine that serves `model`: its own choice, or for auto the
     packaged model's TensorRT engine where this server has it built, else
     the CPU engine its export measured faster."""
+    if model.task == "rerank":
+        # A reranker is exported for ONNX Runtime alone (catalog.RERANK_ENGINES).
+        return "onnxruntime"
     if model.engine != "auto":
         return model.engine
     if model.path is None and TENSORRT_PLAN.exists():
@@ -106,7 +109,7 @@ def ensure_exported(model: CatalogModel) -> str | None:
     print(f"catalog: exporting {model.name!r} from {model.path}", file=sys.stderr, flush=True)
     script = str(REPO_ROOT / "export" / "export_onnx.py")
     steps = [[str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]]
-    if model.engine != "onnxruntime":
+    if model.task == "embed" and model.engine != "onnxruntime":
         openvino = str(REPO_ROOT / "export" / "export_openvino.py")
         steps.append([str(EXPORT_PYTHON), openvino, f"--repository={root}"])
     stamp.unlink(missing_ok=True)

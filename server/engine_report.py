@@ -11,7 +11,7 @@ from typing import Any
 
 from server.catalog import CatalogModel
 from server.catalog_exports import engine_of, export_root
-from server.paths import ENGINE_FOLDERS
+from server.paths import ENGINE_FOLDERS, MODEL_REPOSITORY, RERANKER_REPOSITORY
 
 ENGINE_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
@@ -39,7 +39,21 @@ def _speeds(openvino: dict[str, Any]) -> str:
     )
 
 
+def _rerank_line(name: str, root: Path) -> str:
+    """A reranker's scorer: ONNX Runtime in float32, checked against CrossEncoder.predict."""
+    path = root / RERANKER_REPOSITORY.relative_to(MODEL_REPOSITORY) / "scorer" / "1" / "export.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    return (
+        f"{name}: reranker, engine onnxruntime, precision f32, activation "
+        f"{record.get('activation')}; max score difference to CrossEncoder "
+        f"{record.get('max_score_difference')} over {record.get('num_check_pairs')} pairs "
+        f"(bar {record.get('max_score_difference_allowed')})"
+    )
+
+
 def engine_line(model: CatalogModel) -> str:
+    if model.task == "rerank":
+        return _rerank_line(model.name, export_root(model))
     return served_engine_line(
         model.name, engine_of(model), model.engine == "auto", export_root(model)
     )

@@ -16,6 +16,10 @@ MODEL_REPOSITORY = REPO_ROOT / "model_repository"
 # GPU) has its own folder, and a server gets the shared folder plus one.
 SHARED_REPOSITORY = MODEL_REPOSITORY / "shared"
 ONNX_CPU_REPOSITORY = MODEL_REPOSITORY / "onnx_cpu"
+# A reranker's stages and entry point (on ONNX Runtime), served only for
+# catalog entries that hold one: a repository of their own, so that a
+# server of embedding models never loads them.
+RERANKER_REPOSITORY = MODEL_REPOSITORY / "reranker"
 OPENVINO_CPU_REPOSITORY = MODEL_REPOSITORY / "openvino_cpu"
 # The ONNX Runtime deployment, which perf/report.py and its parts analyse.
 ONNX_RUNTIME_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)

@@ -3,8 +3,10 @@ launcher at each start (server/launch.py --catalog):
 
     <out>/serializer                 the C++ serializer, shared by every model
     <out>/<name>, <name>_tokens      the entry points (ensembles), per name and alias
-    <out>/<name>.tokenizer           the model's tokenizer stage
+                                     (a reranker's: <name> alone)
+    <out>/<name>.tokenizer           the model's tokenizer stage (a reranker's: of pairs)
     <out>/<name>.embedder            the model's embedder, on its engine
+    <out>/<name>.scorer              a reranker's scorer, in place of the embedder
 
 Why written, not kept: what differs per model is only the stage names an
 ensemble calls, the embedder whose backlog the tokenizer reads, and the
@@ -33,13 +35,19 @@ from server.catalog import (
     read_catalog,
 )
 from server.catalog_exports import engine_folder, ensure_exported, export_root
-from server.paths import MODEL_REPOSITORY, REPO_ROOT, SHARED_REPOSITORY
+from server.paths import MODEL_REPOSITORY, REPO_ROOT, RERANKER_REPOSITORY, SHARED_REPOSITORY
 
 # The stage names the shipped ensembles call, which each served ensemble
-# renames to its model's stages.
+# renames to its model's stages, and the ensembles, by task.
 TOKENIZER_STAGE = "tokenizer"
 EMBEDDER_STAGE = "embedder"
 TENSORRT_ENGINE_STAGE = PACKAGED_STAGES[2]
+# Each entry point's shipped ensemble (a model_repository folder), by task
+# and name suffix.
+ENSEMBLES = {
+    "embed": {"": SHARED_REPOSITORY / "embed", TOKENS_SUFFIX: SHARED_REPOSITORY / "embed_tokens"},
+    "rerank": {"": RERANKER_REPOSITORY / "rerank"},
+}
 # The tokenizer parameter naming the embedder whose backlog it admits by.
 EMBEDDER_MODEL_PARAMETER = "embedder_model"
 
@@ -112,15 +120,23 @@ def _stage(out: Path, model: CatalogModel, folder: str, source: Path, edits: lis
     _link_version(out / folder / "1", MODEL_REPOSITORY / relative, export_root(model) / relative)
 
 
+def _stage_sources(model: CatalogModel) -> tuple[Path, Path]:
+    """The model_repository folders of the model's tokenizer and of the
+    stage that runs it; the ensembles call each by its folder's name."""
+    if model.task == "rerank":
+        return RERANKER_REPOSITORY / "pair_tokenizer", RERANKER_REPOSITORY / "scorer"
+    engine = MODEL_REPOSITORY / engine_folder(model) / EMBEDDER_STAGE
+    return SHARED_REPOSITORY / TOKENIZER_STAGE, engine
+
+
 def _entry_points(out: Path, model: CatalogModel) -> None:
-    stages = [
-        _stage_name(TOKENIZER_STAGE, model.tokenizer),
-        _stage_name(EMBEDDER_STAGE, model.embedder),
-    ]
-    for ensemble, suffix in (("embed", ""), ("embed_tokens", TOKENS_SUFFIX)):
-        source = SHARED_REPOSITORY / ensemble / "config.pbtxt"
-        # embed_tokens has no tokenizer step.
-        edits = [edit for edit in stages if ensemble == "embed" or edit is stages[1]]
+    tokenizer, engine = (source.name for source in _stage_sources(model))
+    for suffix in model.entry_suffixes:
+        source = ENSEMBLES[model.task][suffix] / "config.pbtxt"
+        edits = [_stage_name(engine, model.engine_stage)]
+        # The token entry point has no tokenizer step.
+        if suffix != TOKENS_SUFFIX:
+            edits.append(_stage_name(tokenizer, model.tokenizer))
         for name in model.names:
             _write(out / (name + suffix), source, edits, model.name)
             (out / (name + suffix) / "1").mkdir()
@@ -137,14 +153,15 @@ def write_served_repository(
     out.mkdir(parents=True)
     (out / SERIALIZER).symlink_to(SHARED_REPOSITORY / SERIALIZER)
     for model in catalog.models:
-        tokenizer = [_parameter(EMBEDDER_MODEL_PARAMETER, model.embedder)]
+        tokenizer_source, engine_source = _stage_sources(model)
+        tokenizer = [_parameter(EMBEDDER_MODEL_PARAMETER, model.engine_stage)]
         if tokenizer_instances is not None:
             tokenizer.append(_instances(tokenizer_instances))
         embedder = [] if model.instances is None else [_instances(model.instances)]
-        _stage(out, model, model.tokenizer, SHARED_REPOSITORY / TOKENIZER_STAGE, tokenizer)
-        engine = MODEL_REPOSITORY / engine_folder(model)
-        _stage(out, model, model.embedder, engine / EMBEDDER_STAGE, embedder)
+        _stage(out, model, model.tokenizer, tokenizer_source, tokenizer)
+        _stage(out, model, model.engine_stage, engine_source, embedder)
         # The TensorRT embedder runs its engine, a model of its own.
+        engine = engine_source.parent
         if (engine / TENSORRT_ENGINE_STAGE).is_dir():
             _stage(out, model, TENSORRT_ENGINE_STAGE, engine / TENSORRT_ENGINE_STAGE, [])
         _entry_points(out, model)

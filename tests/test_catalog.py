@@ -101,7 +101,7 @@ def _saved_as(tmp_path: Path, model_type: object) -> None:
 @pytest.mark.parametrize(
     ("model_type", "entry", "named"),
     [
-        ("CrossEncoder", "", ["entry 'm'", "CrossEncoder", "'rerank'", "does not serve yet"]),
+        ("CrossEncoder", 'engine = "openvino"\n', ["entry 'm'", "'openvino'", "onnxruntime only"]),
         ("SparseEncoder", "", ["entry 'm'", "SparseEncoder", "'sparse'", "does not serve yet"]),
         ("Mystery", "", ["entry 'm'", "'Mystery'", "SentenceTransformer, CrossEncoder"]),
         (["CrossEncoder"], "", ["entry 'm'", "model_type ['CrossEncoder']"]),
@@ -139,7 +139,7 @@ def test_served_configs_come_from_the_shipped_ones_with_the_models_names(tmp_pat
     assert isinstance(catalog, Catalog), catalog
     (model,) = catalog.models
     # The packaged model's stages keep the shipped names.
-    assert (model.tokenizer, model.embedder) == ("tokenizer", "embedder")
+    assert (model.tokenizer, model.engine_stage) == ("tokenizer", "embedder")
     tokenizer = read_config(served / "tokenizer" / "config.pbtxt")
     assert tokenizer.parameters["embedder_model"].string_value == "embedder"
     for entry in ("embed", "all-MiniLM-L6-v2", "embed_tokens", "all-MiniLM-L6-v2_tokens"):

@@ -70,16 +70,18 @@ class Export:
 
     @property
     def record(self) -> dict[str, Any]:
-        return json.loads((self.repository / "onnx_cpu/scorer/1/export.json").read_text())
+        return json.loads((self.repository / "reranker/scorer/1/export.json").read_text())
 
     def session(self) -> ort.InferenceSession:
         return ort.InferenceSession(
-            str(self.repository / "onnx_cpu/scorer/1/model.onnx"),
+            str(self.repository / "reranker/scorer/1/model.onnx"),
             providers=["CPUExecutionProvider"],
         )
 
     def tokenizer(self) -> Tokenizer:
-        return Tokenizer.from_file(str(self.repository / "shared/pair_tokenizer/1/tokenizer.json"))
+        return Tokenizer.from_file(
+            str(self.repository / "reranker/pair_tokenizer/1/tokenizer.json")
+        )
 
 
 def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -148,10 +150,9 @@ def test_each_reranker_exports_and_passes_its_score_check(
     assert record["max_score_difference"] <= MAX_SCORE_DIFFERENCE
     assert max(record["check_score_differences"].values()) == record["max_score_difference"]
     # Both folders that read the record get the same one; no bi-encoder folder is written.
-    pair_tokenizer_record = export.repository / "shared/pair_tokenizer/1/export.json"
+    pair_tokenizer_record = export.repository / "reranker/pair_tokenizer/1/export.json"
     assert json.loads(pair_tokenizer_record.read_text()) == record
-    assert sorted(path.name for path in (export.repository / "onnx_cpu").iterdir()) == ["scorer"]
-    assert not (export.repository / "shared/tokenizer").exists()
+    assert sorted(path.name for path in export.repository.iterdir()) == ["reranker"]
     assert f"exported task=rerank {model_type} " in export.output
     assert f"activation={activation} " in export.output
 

@@ -308,7 +308,7 @@ def test_text_options_become_request_parameters() -> None:
         "truncation_direction": "left",
         "input_type": None,
     }
-    request = parse_embeddings_request(orjson.dumps(body), limits)
+    request = parse_embeddings_request(orjson.dumps(body), limits, {})
     assert request.model == "e5-small" and request.texts == ["a text"]
     assert request.text_options == {
         "prompt_name": "query",
@@ -323,10 +323,10 @@ def test_text_options_become_request_parameters() -> None:
         "truncate": False,
         "truncation_direction": "left",
     }
-    plain = parse_embeddings_request(orjson.dumps({"model": MODEL, "input": "text"}), limits)
+    plain = parse_embeddings_request(orjson.dumps({"model": MODEL, "input": "text"}), limits, {})
     assert plain.text_options == {}
     typed = {"model": MODEL, "input": "text", "input_type": "document", "truncate": True}
-    assert parse_embeddings_request(orjson.dumps(typed), limits).text_options == {
+    assert parse_embeddings_request(orjson.dumps(typed), limits, {}).text_options == {
         "input_type": "document",
         "truncate": True,
     }
@@ -523,7 +523,12 @@ def test_command_line_serves_each_model_given() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ([], "the following arguments are required: --model"),
+        ([], "give at least one --model or --reranker"),
+        (["--reranker=a/b"], "'a/b' is not a Triton model name"),
+        (
+            ["--model=embed={tokenizer}", "--reranker=embed"],
+            "the model embed is given more than once",
+        ),
         (["--model=embed"], "'embed' is not NAME=TOKENIZER_JSON"),
         (["--model=org/model={tokenizer}"], "'org/model' is not a Triton model name"),
         (
@@ -532,7 +537,7 @@ def test_command_line_serves_each_model_given() -> None:
         ),
         (
             ["--model=embed={tokenizer}", "--model=embed={tokenizer}"],
-            "--model embed is given more than once",
+            "the model embed is given more than once",
         ),
         (
             ["--model=embed={tokenizer}", "--tokenizer={tokenizer}"],

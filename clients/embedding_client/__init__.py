@@ -1,6 +1,7 @@
 """Python client, CLI and OpenAI-compatible gateway for the Triton embedding
 service (each catalog model's ensembles: NAME for texts, NAME_tokens for
-token ids; `embed` and `embed_tokens` by default)."""
+token ids, `embed` and `embed_tokens` by default; a reranker's NAME for
+(query, document) pairs)."""
 
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.client import EmbeddingClient
@@ -11,6 +12,7 @@ from embedding_client.errors import (
     ServerError,
     UnavailableError,
 )
+from embedding_client.rerank import Ranked
 from embedding_client.tokenization import ClientTokenizer
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "EmbeddingClient",
     "EmbeddingError",
     "InvalidInputError",
+    "Ranked",
     "ServerError",
     "UnavailableError",
     "decode_rows",

@@ -22,6 +22,7 @@ from embedding_client.decode import assemble
 from embedding_client.errors import triton_errors
 from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
 from embedding_client.plan import Plan, batch_limit
+from embedding_client.rerank import SCORE_OUTPUT, Ranked, rerank_call
 from embedding_client.transport import Connection, Headers
 
 
@@ -38,7 +39,12 @@ class _AsyncTransport:
         self._options = options
 
     async def infer(
-        self, model: str, request: Request, parameters: Parameters, headers: Headers
+        self,
+        model: str,
+        request: Request,
+        parameters: Parameters,
+        headers: Headers,
+        output: str = transport.OUTPUT,
     ) -> np.ndarray:
         with triton_errors():
             async with self._slots:
@@ -49,7 +55,7 @@ class _AsyncTransport:
                     headers=headers,
                     **self._options,
                 )
-        return result.as_numpy(transport.OUTPUT)
+        return result.as_numpy(output)
 
     async def close(self) -> None:
         await self._client.close()
@@ -116,6 +122,19 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
     ) -> np.ndarray:
         return await self._run(self._planner.token_rows(rows, EmbedOptions(**options)))
 
+    async def rerank(
+        self,
+        query: str,
+        documents: str | Sequence[str],
+        *,
+        top_n: int | None = None,
+        truncate: bool | None = None,
+    ) -> list[Ranked]:
+        call = rerank_call(query, documents, top_n, truncate)
+        requests = call.split(await self.max_batch_size(self.model))
+        parts = await self._gather(self.model, requests, call.parameters, output=SCORE_OUTPUT)
+        return call.ranked(parts)
+
     async def max_batch_size(self, model: str) -> int:
         if model not in self._limits:
             config = await self._transport.model_config(model, self._headers)
@@ -127,10 +146,20 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
 
     async def _run(self, plan: Plan) -> np.ndarray:
         requests = plan.split(await self.max_batch_size(plan.model))
-        parameters = plan.options.parameters()
+        parts = await self._gather(plan.model, requests, plan.options.parameters())
+        return assemble(parts, plan.options.dtype)
+
+    async def _gather(
+        self,
+        model: str,
+        requests: list[Request],
+        parameters: Parameters,
+        output: str = transport.OUTPUT,
+    ) -> list[np.ndarray]:
+        """Every request's output, all in flight at once, in order."""
         tasks = [
             asyncio.ensure_future(
-                self._transport.infer(plan.model, request, parameters, self._headers)
+                self._transport.infer(model, request, parameters, self._headers, output)
             )
             for request in requests
         ]
@@ -141,7 +170,7 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
             for task in tasks:
                 task.cancel()
             raise
-        return assemble(parts, plan.options.dtype)
+        return list(parts)
 
     async def close(self) -> None:
         await self._transport.close()

@@ -20,14 +20,14 @@ class Tensor(NamedTuple):
 Request = list[Tensor]
 
 
-def checked_texts(texts: str | Sequence[str]) -> list[str]:
-    """A single string is one text."""
+def checked_texts(texts: str | Sequence[str], name: str = "texts") -> list[str]:
+    """A single string is one text; `name` is the argument's, for messages."""
     items = [texts] if isinstance(texts, str) else list(texts)
     if not items:
-        raise InvalidInputError("texts is empty: send at least one text")
+        raise InvalidInputError(f"{name} is empty: send at least one text")
     for index, text in enumerate(items):
         if not isinstance(text, str):
-            raise InvalidInputError(f"texts[{index}] is {type(text).__name__}, not str")
+            raise InvalidInputError(f"{name}[{index}] is {type(text).__name__}, not str")
     return items
 
 
@@ -57,7 +57,8 @@ def checked_token_arrays(
     return ids, mask
 
 
-def _spans(count: int, limit: int) -> list[slice]:
+def spans(count: int, limit: int) -> list[slice]:
+    """Slices of at most `limit` items covering `count`."""
     return [slice(start, start + limit) for start in range(0, count, limit)]
 
 
@@ -68,7 +69,7 @@ def text_request(texts: Sequence[str]) -> Request:
 
 
 def split_texts(texts: Sequence[str], limit: int) -> list[Request]:
-    return [text_request(texts[span]) for span in _spans(len(texts), limit)]
+    return [text_request(texts[span]) for span in spans(len(texts), limit)]
 
 
 def token_request(input_ids: np.ndarray, attention_mask: np.ndarray) -> Request:
@@ -84,7 +85,7 @@ def split_token_arrays(
 ) -> list[Request]:
     return [
         token_request(input_ids[span], attention_mask[span])
-        for span in _spans(len(input_ids), limit)
+        for span in spans(len(input_ids), limit)
     ]
 
 
@@ -100,4 +101,4 @@ def pad_rows(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_token_rows(rows: Sequence[Sequence[int]], limit: int) -> list[Request]:
-    return [token_request(*pad_rows(rows[span])) for span in _spans(len(rows), limit)]
+    return [token_request(*pad_rows(rows[span])) for span in spans(len(rows), limit)]

@@ -33,9 +33,7 @@ from embedding_client.files import (
     read_text_file,
 )
 from embedding_client.options import INPUT_TYPES, TRUNCATION_DIRECTIONS, EmbedKwargs
-from embedding_client.transport import PROTOCOLS
-
-DEFAULT_URLS = {"grpc": "127.0.0.1:8001", "http": "127.0.0.1:8000"}
+from embedding_client.transport import DEFAULT_URLS, PROTOCOLS
 
 
 def parser() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ from embedding_client.decode import assemble
 from embedding_client.errors import triton_errors
 from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
 from embedding_client.plan import Plan, batch_limit
+from embedding_client.rerank import SCORE_OUTPUT, Ranked, rerank_call
 from embedding_client.transport import (
     OUTPUT,
     Connection,
@@ -49,12 +50,18 @@ class _GrpcTransport:
         return reply["config"]
 
     def infer_all(
-        self, model: str, requests: list[Request], parameters: Parameters, headers: Headers
+        self,
+        model: str,
+        requests: list[Request],
+        parameters: Parameters,
+        headers: Headers,
+        output: str = OUTPUT,
     ) -> list[np.ndarray]:
-        return list(self._pool.map(partial(self._infer, model, parameters, headers), requests))
+        infer = partial(self._infer, model, parameters, headers, output)
+        return list(self._pool.map(infer, requests))
 
     def _infer(
-        self, model: str, parameters: Parameters, headers: Headers, request: Request
+        self, model: str, parameters: Parameters, headers: Headers, output: str, request: Request
     ) -> np.ndarray:
         with triton_errors():
             result = self._client.infer(
@@ -64,7 +71,7 @@ class _GrpcTransport:
                 headers=headers,
                 **self._call,
             )
-        return result.as_numpy(OUTPUT)
+        return result.as_numpy(output)
 
     def close(self) -> None:
         self._pool.shutdown()
@@ -89,7 +96,12 @@ class _HttpTransport:
             return self._client.get_model_config(model, headers=headers)
 
     def infer_all(
-        self, model: str, requests: list[Request], parameters: Parameters, headers: Headers
+        self,
+        model: str,
+        requests: list[Request],
+        parameters: Parameters,
+        headers: Headers,
+        output: str = OUTPUT,
     ) -> list[np.ndarray]:
         with triton_errors():
             pending = [
@@ -102,7 +114,7 @@ class _HttpTransport:
                 )
                 for request in requests
             ]
-            return [reply.get_result().as_numpy(OUTPUT) for reply in pending]
+            return [reply.get_result().as_numpy(output) for reply in pending]
 
     def close(self) -> None:
         self._client.close()
@@ -131,6 +143,25 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
     ) -> np.ndarray:
         """Rows of token ids of any lengths, padded here per request."""
         return self._run(self._planner.token_rows(rows, EmbedOptions(**options)))
+
+    def rerank(
+        self,
+        query: str,
+        documents: str | Sequence[str],
+        *,
+        top_n: int | None = None,
+        truncate: bool | None = None,
+    ) -> list[Ranked]:
+        """The documents ranked by relevance to `query`, highest first, top_n
+        of them (all by default); the client's model must be a reranker.
+        truncate=False refuses a pair over the model's max length instead of
+        cutting it."""
+        call = rerank_call(query, documents, top_n, truncate)
+        requests = call.split(self.max_batch_size(self.model))
+        parts = self._transport.infer_all(
+            self.model, requests, call.parameters, self._headers, SCORE_OUTPUT
+        )
+        return call.ranked(parts)
 
     def max_batch_size(self, model: str) -> int:
         if model not in self._limits:

@@ -12,6 +12,8 @@ from embedding_client.batching import Request
 OUTPUT = "EMBEDDING"
 Protocol = Literal["grpc", "http"]
 PROTOCOLS: tuple[Protocol, ...] = ("grpc", "http")
+# Triton's own ports on this machine, the commands' default servers.
+DEFAULT_URLS: dict[Protocol, str] = {"grpc": "127.0.0.1:8001", "http": "127.0.0.1:8000"}
 # Sent with each request (the API key of a server with tenants), or none.
 Headers = dict[str, str] | None
 

@@ -4,6 +4,7 @@ with the same messages whatever runs the model."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,3 +70,14 @@ def stack_tokens(batch: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray
         np.concatenate([pad(input_ids) for input_ids, _ in batch]),
         np.concatenate([pad(attention_mask) for _, attention_mask in batch]),
     )
+
+
+def pad_rows(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ids padded to the longest (id 0), and the attention mask."""
+    length = max(len(row) for row in rows)
+    ids = np.zeros((len(rows), length), dtype=np.int64)
+    mask = np.zeros((len(rows), length), dtype=np.int64)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = row
+        mask[index, : len(row)] = 1
+    return ids, mask

@@ -4,14 +4,16 @@ importable only inside a Triton Python-backend stub."""
 from __future__ import annotations
 
 import json
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from model_common.backlog import Count, started_count
+from model_common.admission import METRICS_URL_VARIABLE, BacklogGate
+from model_common.backlog import RELEASED, Backlog, Count, started_count
 from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
@@ -23,6 +25,71 @@ Checked = TypeVar("Checked")
 
 def invalid(message: str) -> pb_utils.TritonError:
     return pb_utils.TritonError(message, pb_utils.TritonError.INVALID_ARG)
+
+
+def read_texts(
+    request: pb_utils.InferenceRequest, name: str, max_text_bytes: int, prefix: str = ""
+) -> list[str] | pb_utils.TritonError:
+    """The request's texts in input `name`, each after `prefix` (a prompt),
+    or the error that refuses the request: none, one over max_text_bytes,
+    or one that is not UTF-8."""
+    raw = pb_utils.get_input_tensor_by_name(request, name).as_numpy().reshape(-1)
+    if raw.size == 0:
+        return invalid(
+            error_message(ErrorKind.INVALID_INPUT, f"{name} is empty: send at least one text")
+        )
+    texts = []
+    for index, item in enumerate(raw):
+        if len(item) > max_text_bytes:
+            return invalid(
+                error_message(
+                    ErrorKind.INPUT_TOO_LARGE,
+                    f"{name}[{index}] has {len(item)} bytes, over the limit of {max_text_bytes} "
+                    "(max_text_bytes)",
+                )
+            )
+        try:
+            texts.append(prefix + bytes(item).decode("utf-8"))
+        except UnicodeDecodeError as error:
+            return invalid(
+                error_message(
+                    ErrorKind.INVALID_INPUT,
+                    f"{name}[{index}] is not valid UTF-8 ({error.reason} at byte {error.start})",
+                )
+            )
+    return texts
+
+
+class AdmissionDoor:
+    """A model's first stage's admission (model_common.admission): holds an
+    execute until the stage it feeds (its config's embedder_model) has
+    room, and counts the requests it releases to it."""
+
+    def __init__(self, args: Mapping[str, str], parameters: Mapping[str, Any]) -> None:
+        metrics_url = os.environ.get(METRICS_URL_VARIABLE)
+        if not metrics_url:
+            raise pb_utils.TritonModelException(
+                f"{METRICS_URL_VARIABLE} is not set: start the server with server/launch.py, "
+                "which names its metrics endpoint there"
+            )
+        fed = parameters["embedder_model"]["string_value"]
+        backlog = Backlog(fed)
+        self._released = backlog.own(RELEASED, args["model_instance_name"])
+        self._gate = BacklogGate(
+            metrics_url, fed, int(parameters["max_embedder_backlog"]["string_value"]), backlog
+        )
+
+    def admit(self) -> None:
+        """Holds this execute until the fed stage has room. Unreadable
+        metrics admit at once: a slower refusal beats a stalled pipeline."""
+        try:
+            self._gate.wait()
+        except OSError as error:
+            pb_utils.Logger.log_warn(f"admission: cannot read the embedder's backlog ({error})")
+
+    def released(self, responses: Sequence[pb_utils.InferenceResponse]) -> None:
+        """Counts the responses that go on to the fed stage's queue."""
+        self._released.add(sum(not response.has_error() for response in responses))
 
 
 def option_check(request: pb_utils.InferenceRequest, embedding_dim: int) -> str | None:

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.gateway.errors import ApiError
+from embedding_client.gateway.rerank_protocol import Api, error_body
 from embedding_client.gateway.service import EmbeddingsService, ServedModel
 from embedding_client.tokenization import ClientTokenizer
 
@@ -44,6 +45,8 @@ class GatewaySettings:
     # Pass each client's own key on to a server with tenants, whose edge
     # checks it, instead of checking one key here.
     forward_api_key: bool = False
+    # Rerankers, by Triton name: they take texts, so no tokenizer here.
+    rerankers: tuple[str, ...] = ()
 
 
 def create_app(settings: GatewaySettings) -> web.Application:
@@ -52,6 +55,9 @@ def create_app(settings: GatewaySettings) -> web.Application:
     app.add_routes(
         [
             web.post("/v1/embeddings", _create_embeddings),
+            web.post("/v1/rerank", partial(_rerank, "cohere", "1")),
+            web.post("/v2/rerank", partial(_rerank, "cohere", "2")),
+            web.post("/rerank", partial(_rerank, "tei", "")),
             web.get("/v1/models", _list_models),
             web.get("/v1/models/{model}", _retrieve_model),
             web.get("/health/live", _live),
@@ -71,13 +77,17 @@ async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIter
         max_in_flight=settings.max_in_flight,
         priority=settings.priority,
     )
-    created = int(time.time())
     models = [
-        ServedModel(model.name, tokenizer, client.with_model(model.name), created)
+        ServedModel(model.name, tokenizer, client.with_model(model.name))
         for model, tokenizer in zip(settings.models, tokenizers, strict=True)
     ]
     app[SERVICE] = EmbeddingsService(
-        client, models, settings.api_key, forward_api_key=settings.forward_api_key
+        client,
+        models,
+        settings.api_key,
+        int(time.time()),
+        forward_api_key=settings.forward_api_key,
+        rerankers={name: client.with_model(name) for name in settings.rerankers},
     )
     yield
     await client.close()
@@ -110,6 +120,17 @@ def _authorized(request: web.Request) -> EmbeddingsService:
     service = request.app[SERVICE]
     service.authorize(request.headers.get("Authorization"))
     return service
+
+
+async def _rerank(api: Api, version: str, request: web.Request) -> web.Response:
+    """Cohere's or TEI's rerank, its errors in its own shape."""
+    try:
+        service = _authorized(request)
+        body = await request.read()
+        answer = await service.rerank(body, api, version, request.headers.get("Authorization"))
+    except ApiError as error:
+        return _json(error_body(error, api), error.status)
+    return _json(answer)
 
 
 async def _create_embeddings(request: web.Request) -> web.Response:

@@ -66,15 +66,19 @@ class EmbeddingsRequest:
     text_options: TextOptions
 
 
-def parse_embeddings_request(body: bytes, served: Mapping[str, TokenLimits]) -> EmbeddingsRequest:
-    """served: the limits of each model this gateway serves, by name."""
-    payload = _json_object(body)
+def parse_embeddings_request(
+    body: bytes, served: Mapping[str, TokenLimits], tasks: Mapping[str, str]
+) -> EmbeddingsRequest:
+    """served: the limits of each embedding model this gateway serves, by
+    name; tasks: every model it serves, by name, for a message naming the
+    task of one that does not embed."""
+    payload = json_object(body)
     unknown = sorted(payload.keys() - FIELDS)
     if unknown:
         raise bad_request(
             f"Unrecognized request argument supplied: {unknown[0]}", unknown[0], "unknown_parameter"
         )
-    model = _model(payload, served)
+    model = _model(payload, served, tasks)
     _optional_string(payload, "user")
     options = _text_options(payload)
     texts, token_rows = _input(payload.get("input"), served[model])
@@ -90,7 +94,7 @@ def parse_embeddings_request(body: bytes, served: Mapping[str, TokenLimits]) -> 
     )
 
 
-def _json_object(body: bytes) -> dict[str, Any]:
+def json_object(body: bytes) -> dict[str, Any]:
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as error:
@@ -102,13 +106,19 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return payload
 
 
-def _model(payload: dict[str, Any], served: Mapping[str, object]) -> str:
+def _model(payload: dict[str, Any], served: Mapping[str, object], tasks: Mapping[str, str]) -> str:
     model = payload.get("model")
     if not isinstance(model, str):
         raise bad_request(
             "'model' is required and must be a string", "model", "missing_required_parameter"
         )
     if model not in served:
+        if model in tasks:
+            raise bad_request(
+                f"The model '{model}' does not embed (its task is '{tasks[model]}'): call "
+                "its task's route (/v1/rerank for a reranker)",
+                "model",
+            )
         raise model_not_found(model, served)
     return model
 

@@ -2,11 +2,13 @@
 
     embedding-gateway --triton-url 127.0.0.1:8001 \
         --model all-MiniLM-L6-v2=model_repository/shared/tokenizer/1/tokenizer.json \
-        [--model NAME=TOKENIZER_JSON ...] [--port 8080]
+        [--model NAME=TOKENIZER_JSON ...] [--reranker NAME ...] [--port 8080]
 
-Each --model serves one of Triton's models under its Triton name, with that
-model's tokenizer.json. With EMBEDDING_GATEWAY_API_KEY set, every /v1 request
-needs `Authorization: Bearer <that key>`.
+Each --model serves one of Triton's embedding models under its Triton name
+at /v1/embeddings, with that model's tokenizer.json; each --reranker one of
+its rerankers at /v1/rerank and /v2/rerank (Cohere's API) and /rerank
+(TEI's). With EMBEDDING_GATEWAY_API_KEY set, every request but the health
+checks needs `Authorization: Bearer <that key>`.
 """
 
 from __future__ import annotations
@@ -27,15 +29,21 @@ API_KEY_VARIABLE = "EMBEDDING_GATEWAY_API_KEY"
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
+def triton_name(value: str) -> str:
+    """A Triton model name, for argparse."""
+    if not MODEL_NAME.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a Triton model name (letters, digits, '_', '-', '.')"
+        )
+    return value
+
+
 def model_argument(value: str) -> GatewayModel:
     """NAME=TOKENIZER_JSON, for argparse."""
     name, separator, tokenizer = value.partition("=")
     if not separator or not tokenizer:
         raise argparse.ArgumentTypeError(f"{value!r} is not NAME=TOKENIZER_JSON")
-    if not MODEL_NAME.fullmatch(name):
-        raise argparse.ArgumentTypeError(
-            f"{name!r} is not a Triton model name (letters, digits, '_', '-', '.')"
-        )
+    triton_name(name)
     path = Path(tokenizer)
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{name}: {path}: no such file")
@@ -57,10 +65,19 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
         dest="models",
         type=model_argument,
         action="append",
-        required=True,
+        default=[],
         metavar="NAME=TOKENIZER_JSON",
-        help="a model to serve: its Triton name, also its OpenAI name, and its tokenizer.json "
-        "(repeat for more models)",
+        help="an embedding model to serve: its Triton name, also its OpenAI name, and its "
+        "tokenizer.json (repeat for more models)",
+    )
+    parser.add_argument(
+        "--reranker",
+        dest="rerankers",
+        type=triton_name,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a reranker to serve, by its Triton name (repeat for more)",
     )
     parser.add_argument(
         "--max-in-flight",
@@ -84,10 +101,12 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8080)
     args = parser.parse_args(argv)
-    names = [model.name for model in args.models]
+    names = [model.name for model in args.models] + args.rerankers
+    if not names:
+        parser.error("give at least one --model or --reranker")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        parser.error(f"--model {repeated[0]} is given more than once")
+        parser.error(f"the model {repeated[0]} is given more than once")
     api_key = os.environ.get(API_KEY_VARIABLE) or None
     if api_key and args.forward_api_key:
         parser.error(
@@ -100,6 +119,7 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
         args.max_in_flight,
         args.priority,
         args.forward_api_key,
+        tuple(args.rerankers),
     )
     return settings, args.host, args.port
 
@@ -107,7 +127,9 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
 def main(argv: list[str] | None = None) -> None:
     settings, host, port = parse_settings(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    names = ", ".join(repr(model.name) for model in settings.models)
+    names = ", ".join(
+        repr(name) for name in [m.name for m in settings.models] + list(settings.rerankers)
+    )
     print(
         f"embedding-gateway: http://{host}:{port}/v1 -> Triton gRPC {settings.triton_url}, "
         f"models {names}, priority {settings.priority}, "

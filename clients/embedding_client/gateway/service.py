@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +23,12 @@ from embedding_client.gateway.protocol import (
     render_embeddings,
     render_models,
 )
+from embedding_client.gateway.rerank_protocol import (
+    Api,
+    parse_rerank_request,
+    render_cohere,
+    render_tei,
+)
 from embedding_client.tokenization import ClientTokenizer
 
 OWNED_BY = "triton-embedding-service"
@@ -39,7 +45,6 @@ class ServedModel:
     name: str
     tokenizer: ClientTokenizer
     client: AsyncEmbeddingClient
-    created: int
 
     @property
     def limits(self) -> TokenLimits:
@@ -58,13 +63,22 @@ class EmbeddingsService:
         client: AsyncEmbeddingClient,
         models: Sequence[ServedModel],
         api_key: str | None,
+        created: int,
         *,
         forward_api_key: bool = False,
+        rerankers: Mapping[str, AsyncEmbeddingClient] | None = None,
     ) -> None:
+        """rerankers: a client bound to each reranker, by name; created: when
+        the models were first served (OpenAI's model objects carry it)."""
         self._client = client
+        self._created = created
         self._forward_api_key = forward_api_key
         self._models = {model.name: model for model in models}
         self._limits = {model.name: model.limits for model in models}
+        self._rerankers = dict(rerankers or {})
+        self._tasks = dict.fromkeys(self._models, "embed") | dict.fromkeys(
+            self._rerankers, "rerank"
+        )
         self._api_key = api_key.encode() if api_key else None
 
     def authorize(self, authorization: str | None) -> None:
@@ -83,12 +97,9 @@ class EmbeddingsService:
     async def create_embeddings(self, body: bytes, authorization: str | None = None) -> bytes:
         """`authorization`: the client's header, passed on to Triton when
         keys are forwarded."""
-        request = parse_embeddings_request(body, self._limits)
+        request = parse_embeddings_request(body, self._limits, self._tasks)
         model = self._models[request.model]
-        client = model.client
-        if self._forward_api_key:
-            scheme, _, token = (authorization or "").partition(" ")
-            client = client.with_api_key(token.strip() if scheme.lower() == "bearer" else None)
+        client = self._keyed(model.client, authorization)
         rows = request.token_rows or await self._tokenize(model.tokenizer, request.texts)
         try:
             vectors = await self._embed(client, request, rows)
@@ -96,6 +107,33 @@ class EmbeddingsService:
             raise from_embedding_error(error, model.name) from error
         prompt_tokens = sum(len(row) for row in rows)
         return render_embeddings(vectors, request.encoding_format, model.name, prompt_tokens)
+
+    async def rerank(
+        self, body: bytes, api: Api, version: str, authorization: str | None = None
+    ) -> bytes:
+        """A rerank request in `api`'s shape (Cohere's API `version`)."""
+        request = parse_rerank_request(body, api, list(self._rerankers), self._tasks)
+        client = self._keyed(self._rerankers[request.model], authorization)
+        try:
+            ranked = await client.rerank(
+                request.query, request.documents, top_n=request.top_n, truncate=request.truncate
+            )
+        except EmbeddingError as error:
+            raise from_embedding_error(error, request.model) from error
+        return (
+            render_cohere(ranked, request, version)
+            if api == "cohere"
+            else render_tei(ranked, request)
+        )
+
+    def _keyed(
+        self, client: AsyncEmbeddingClient, authorization: str | None
+    ) -> AsyncEmbeddingClient:
+        """The client, with the request's own key where keys are forwarded."""
+        if not self._forward_api_key:
+            return client
+        scheme, _, token = (authorization or "").partition(" ")
+        return client.with_api_key(token.strip() if scheme.lower() == "bearer" else None)
 
     @staticmethod
     async def _embed(
@@ -114,17 +152,15 @@ class EmbeddingsService:
         return await asyncio.to_thread(tokenizer.encode, texts)
 
     def list_models(self) -> bytes:
-        return render_models([self._model_object(model) for model in self._models.values()])
+        return render_models([self._model_object(name) for name in self._tasks])
 
     def retrieve_model(self, name: str) -> bytes:
-        model = self._models.get(name)
-        if model is None:
-            raise model_not_found(name, self._models)
-        return orjson.dumps(self._model_object(model))
+        if name not in self._tasks:
+            raise model_not_found(name, self._tasks)
+        return orjson.dumps(self._model_object(name))
 
-    @staticmethod
-    def _model_object(model: ServedModel) -> dict[str, object]:
-        return model_object(model.name, model.created, OWNED_BY)
+    def _model_object(self, name: str) -> dict[str, object]:
+        return model_object(name, self._created, OWNED_BY)
 
     async def triton_ready(self) -> bool:
         try:

@@ -13,19 +13,16 @@ then padded to that request's longest text only.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
-from model_common.admission import METRICS_URL_VARIABLE, BacklogGate
-from model_common.backlog import RELEASED, Backlog
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
 from model_common.record import ExportRecord
 from model_common.text_options import TRUNCATION_DIRECTIONS, Prompts, TextOptions, text_options
-from model_common.triton import invalid
+from model_common.tokens import pad_rows
+from model_common.triton import AdmissionDoor, invalid, read_texts
 from tokenizers import Encoding, Tokenizer
 
 
@@ -45,41 +42,8 @@ def _decode_texts(
     options = text_options(parameters, prompts, truncate)
     if isinstance(options, str):
         return invalid(options)
-    raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
-    if raw.size == 0:
-        return invalid(
-            error_message(ErrorKind.INVALID_INPUT, "TEXT is empty: send at least one text")
-        )
-    texts = []
-    for index, item in enumerate(raw):
-        if len(item) > max_text_bytes:
-            return invalid(
-                error_message(
-                    ErrorKind.INPUT_TOO_LARGE,
-                    f"TEXT[{index}] has {len(item)} bytes, over the limit of {max_text_bytes} "
-                    "(max_text_bytes)",
-                )
-            )
-        try:
-            texts.append(options.prompt + bytes(item).decode("utf-8"))
-        except UnicodeDecodeError as error:
-            return invalid(
-                error_message(
-                    ErrorKind.INVALID_INPUT,
-                    f"TEXT[{index}] is not valid UTF-8 ({error.reason} at byte {error.start})",
-                )
-            )
-    return texts, options
-
-
-def _pad(encodings: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
-    length = max(len(encoding.ids) for encoding in encodings)
-    input_ids = np.zeros((len(encodings), length), dtype=np.int64)
-    attention_mask = np.zeros((len(encodings), length), dtype=np.int64)
-    for row, encoding in enumerate(encodings):
-        input_ids[row, : len(encoding.ids)] = encoding.ids
-        attention_mask[row, : len(encoding.ids)] = 1
-    return input_ids, attention_mask
+    texts = read_texts(request, "TEXT", max_text_bytes, options.prompt)
+    return texts if isinstance(texts, pb_utils.TritonError) else (texts, options)
 
 
 class TritonPythonModel:
@@ -111,21 +75,7 @@ class TritonPythonModel:
         parameters = config["parameters"]
         self._truncate = parameters["truncate"]["string_value"] == "true"
         self._max_text_bytes = int(parameters["max_text_bytes"]["string_value"])
-        metrics_url = os.environ.get(METRICS_URL_VARIABLE)
-        if not metrics_url:
-            raise pb_utils.TritonModelException(
-                f"{METRICS_URL_VARIABLE} is not set: start the server with server/launch.py, "
-                "which names its metrics endpoint there"
-            )
-        embedder = parameters["embedder_model"]["string_value"]
-        backlog = Backlog(embedder)
-        self._released = backlog.own(RELEASED, args["model_instance_name"])
-        self._gate = BacklogGate(
-            metrics_url,
-            embedder,
-            int(parameters["max_embedder_backlog"]["string_value"]),
-            backlog,
-        )
+        self._door = AdmissionDoor(args, parameters)
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
@@ -138,7 +88,7 @@ class TritonPythonModel:
         ]
         valid = [item for item in decoded if not isinstance(item, pb_utils.TritonError)]
         if valid:
-            self._admit()
+            self._door.admit()
         encoded = iter(self._encode(valid))
         responses = [
             pb_utils.InferenceResponse(error=item)
@@ -146,8 +96,7 @@ class TritonPythonModel:
             else self._respond(next(encoded), item[1])
             for item in decoded
         ]
-        # What goes on to the embedder's queue, for the door's estimate.
-        self._released.add(sum(not response.has_error() for response in responses))
+        self._door.released(responses)
         return responses
 
     def _encode(self, valid: list[tuple[list[str], TextOptions]]) -> list[list[Encoding]]:
@@ -164,14 +113,6 @@ class TritonPythonModel:
             [next(encodings[key]) for _ in own] for (own, _), key in zip(valid, keys, strict=True)
         ]
 
-    def _admit(self) -> None:
-        """Holds this execute until the embedder has room. Unreadable metrics
-        admit at once: a slower refusal beats a stalled pipeline."""
-        try:
-            self._gate.wait()
-        except OSError as error:
-            pb_utils.Logger.log_warn(f"admission: cannot read the embedder's backlog ({error})")
-
     def _respond(
         self, encodings: list[Encoding], options: TextOptions
     ) -> pb_utils.InferenceResponse:
@@ -187,7 +128,7 @@ class TritonPythonModel:
                             )
                         )
                     )
-        input_ids, attention_mask = _pad(encodings)
+        input_ids, attention_mask = pad_rows([encoding.ids for encoding in encodings])
         return pb_utils.InferenceResponse(
             output_tensors=[
                 pb_utils.Tensor("INPUT_IDS", input_ids),

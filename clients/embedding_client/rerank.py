@@ -1,0 +1,67 @@
+"""A reranker's call, shared by the sync and asyncio clients: the query and
+documents checked, cut into requests of at most the server's max batch
+size (one (query, document) pair per row), and the scores that come back
+ranked. top_n below 1 is refused; above the number of documents it keeps
+them all, as Cohere's API does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedding_client.batching import Request, Tensor, checked_texts, spans
+from embedding_client.errors import InvalidInputError
+from embedding_client.options import Parameters
+
+# The score output of a reranker's entry point (model_repository/reranker/rerank).
+SCORE_OUTPUT = "SCORE"
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One document's place: its index in the documents sent, its score."""
+
+    index: int
+    relevance_score: float
+
+
+@dataclass(frozen=True)
+class RerankCall:
+    query: str
+    documents: list[str]
+    top_n: int | None
+    parameters: Parameters
+
+    def split(self, limit: int) -> list[Request]:
+        """Requests of at most `limit` pairs: the query repeated per row."""
+        return [
+            _pairs_request(self.query, self.documents[span])
+            for span in spans(len(self.documents), limit)
+        ]
+
+    def ranked(self, parts: Sequence[np.ndarray]) -> list[Ranked]:
+        """The documents by score, highest first (ties by index), top_n of them."""
+        scores = np.concatenate([part.reshape(-1) for part in parts])
+        order = np.argsort(-scores, kind="stable")[: self.top_n]
+        return [Ranked(int(index), float(scores[index])) for index in order]
+
+
+def rerank_call(
+    query: str, documents: str | Sequence[str], top_n: int | None, truncate: bool | None
+) -> RerankCall:
+    """The call, or InvalidInputError naming what is wrong with it."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInputError("query is empty: a query needs some text")
+    items = checked_texts(documents, "documents")
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+        raise InvalidInputError(f"top_n must be a positive integer, got {top_n!r}")
+    parameters: Parameters = {} if truncate is None else {"truncate": truncate}
+    return RerankCall(query, items, top_n, parameters)
+
+
+def _pairs_request(query: str, documents: Sequence[str]) -> Request:
+    queries = np.full((len(documents), 1), query.encode("utf-8"), dtype=np.object_)
+    texts = np.array([[document.encode("utf-8")] for document in documents], dtype=np.object_)
+    return [Tensor("QUERY", queries, "BYTES"), Tensor("TEXT", texts, "BYTES")]
