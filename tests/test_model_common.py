@@ -14,7 +14,15 @@ from embedding_client.decode import ROW_DTYPES as CLIENT_ROW_DTYPES
 from embedding_client.errors import ERROR_KINDS, InvalidInputError
 from model_common.admission import pending_requests
 from model_common.errors import ErrorKind, error_message
-from model_common.options import BIT_PACKED, OPTION_DEFAULTS, ROW_DTYPES, ROW_FORMATS, option_error
+from model_common.options import (
+    BIT_PACKED,
+    OPTION_DEFAULTS,
+    ROW_DTYPES,
+    ROW_FORMATS,
+    SPARSE_OPTION_DEFAULTS,
+    option_error,
+    sparse_option_error,
+)
 from model_common.rows import Embeddings, embed_in_groups, groups_by_tokens
 from model_common.text_options import Prompts, TextOptions, text_options
 from model_common.tokens import TokenLimits, stack_tokens, token_error
@@ -52,6 +60,42 @@ def test_option_error(parameters: dict[str, object], expected: str | None) -> No
         assert error is None
     else:
         assert error is not None and expected in error
+
+
+VOCAB_SIZE = 30522
+DENSE_OPTION = "sparse rows take dtype and max_active_dims only"
+
+
+@pytest.mark.parametrize(
+    ("parameters", "expected"),
+    [
+        ({}, None),
+        ({"dtype": "float16", "max_active_dims": 64, "prompt_name": "query", "other": 1}, None),
+        ({"max_active_dims": 1}, None),
+        ({"max_active_dims": VOCAB_SIZE}, None),
+        (
+            {"dtype": "int8"},
+            "invalid_parameter 'dtype': unknown dtype 'int8' (expected float32 or float16)",
+        ),
+        ({"dtype": 8}, "invalid_parameter 'dtype': must be a string"),
+        ({"max_active_dims": True}, "invalid_parameter 'max_active_dims': must be an integer"),
+        ({"max_active_dims": "64"}, "invalid_parameter 'max_active_dims': must be an integer"),
+        ({"max_active_dims": 0}, "invalid_parameter 'max_active_dims': 0 is outside 1..30522"),
+        (
+            {"max_active_dims": VOCAB_SIZE + 1},
+            "invalid_parameter 'max_active_dims': 30523 is outside 1..30522",
+        ),
+        ({"dimensions": 64}, f"invalid_parameter 'dimensions': {DENSE_OPTION}"),
+        ({"normalize": False}, f"invalid_parameter 'normalize': {DENSE_OPTION}"),
+    ],
+)
+def test_sparse_option_error(parameters: dict[str, object], expected: str | None) -> None:
+    """The same messages as the serializer's (test/sparse_options_test.cc)."""
+    assert sparse_option_error(parameters, VOCAB_SIZE) == expected
+
+
+def test_sparse_option_defaults() -> None:
+    assert SPARSE_OPTION_DEFAULTS == {"dtype": "float32", "max_active_dims": None}
 
 
 def test_client_ships_the_row_format_declaration() -> None:

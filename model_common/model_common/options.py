@@ -101,3 +101,61 @@ def option_error(parameters: Mapping[str, object], embedding_dim: int) -> str | 
             "dimensions", "not_whole_bytes", bit_packed=_listed(BIT_PACKED, "and"), dimensions=kept
         )
     return None
+
+
+# Sparse rows (a learned-sparse encoder's serializer,
+# backends/embedding_serializer/src/sparse_options.cc): the value dtype and
+# top-k, declared in row_formats.json's "sparse" section.
+_SPARSE: dict[str, Any] = DECLARATION["sparse"]
+SPARSE_VALUE_DTYPES = tuple(entry["name"] for entry in _SPARSE["value_dtypes"])
+SPARSE_OPTION_DEFAULTS: dict[str, object] = {
+    option["name"]: option["default"] for option in _SPARSE["options"]
+}
+_SPARSE_OPTION_TYPES: dict[str, str] = {
+    option["name"]: option["type"] for option in _SPARSE["options"]
+}
+# Refused by name rather than ignored, so that a client learns they had no effect.
+_DENSE_ONLY_OPTIONS = tuple(name for name in OPTION_DEFAULTS if name not in SPARSE_OPTION_DEFAULTS)
+
+
+def _sparse_invalid(parameter: str, message: str, **values: object) -> str:
+    return error_message(
+        ErrorKind.INVALID_PARAMETER, _SPARSE["messages"][message].format(**values), parameter
+    )
+
+
+def sparse_option_error(parameters: Mapping[str, Any], vocab_size: int) -> str | None:
+    """The error message for the first bad sparse-row option, or None when all
+    are good; `vocab_size` is the row width the encoder writes. Other keys
+    than the options and the dense ones belong to other stages and pass."""
+    dtype = parameters.get("dtype", SPARSE_OPTION_DEFAULTS["dtype"])
+    if not isinstance(dtype, str):
+        return _invalid("dtype", "wrong_type", type=_SPARSE_OPTION_TYPES["dtype"])
+    if dtype not in SPARSE_VALUE_DTYPES:
+        return _sparse_invalid(
+            "dtype",
+            "unknown_value_dtype",
+            dtype=dtype,
+            value_dtypes=_listed(SPARSE_VALUE_DTYPES, "or"),
+        )
+    max_active_dims = parameters.get("max_active_dims", SPARSE_OPTION_DEFAULTS["max_active_dims"])
+    # bool is an int in Python; Triton's boolean parameters are not integers.
+    if max_active_dims is not None and (
+        isinstance(max_active_dims, bool) or not isinstance(max_active_dims, int)
+    ):
+        return _invalid(
+            "max_active_dims", "wrong_type", type=_SPARSE_OPTION_TYPES["max_active_dims"]
+        )
+    for name in _DENSE_ONLY_OPTIONS:
+        if name in parameters:
+            return _sparse_invalid(
+                name, "dense_option", options=_listed(tuple(SPARSE_OPTION_DEFAULTS), "and")
+            )
+    if max_active_dims is not None and not 1 <= max_active_dims <= vocab_size:
+        return _sparse_invalid(
+            "max_active_dims",
+            "max_active_dims_outside",
+            max_active_dims=max_active_dims,
+            vocab_size=vocab_size,
+        )
+    return None

@@ -1,7 +1,9 @@
 // Triton entry points of the embedding serializer: float embeddings [N, D]
 // (with each row's pre-normalization norm) in, one row of raw little-endian
-// bytes per embedding out, in the format each request asks for. Modelled on
-// Triton's recommended example backend; no exception crosses the C API.
+// bytes per embedding out, in the format each request asks for; or, for a
+// model configured for sparse rows, a learned-sparse encoder's activations
+// [N, V] in, one sparse row per text out. Modelled on Triton's recommended
+// example backend; no exception crosses the C API.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,7 +45,9 @@ ErrorPtr InitializeModel(TRITONBACKEND_Model* model) {
   SERIALIZER_RETURN_IF_ERROR(TRITONBACKEND_ModelSetState(model, config.get()));
   const ModelConfig* held = config.release();  // freed by FinalizeModel
   SERIALIZER_LOG(TRITONSERVER_LOG_INFO,
-                 held->embedding_type == ElementType::kFloat16
+                 held->rows == RowKind::kSparse
+                     ? "embedding_serializer writes sparse rows from ACTIVATIONS"
+                 : held->embedding_type == ElementType::kFloat16
                      ? "embedding_serializer reads EMBEDDING as TYPE_FP16"
                      : "embedding_serializer reads EMBEDDING as TYPE_FP32");
   return nullptr;

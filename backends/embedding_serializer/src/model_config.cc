@@ -196,6 +196,40 @@ std::string CheckSection(const Json& config, const std::string& section,
   return {};
 }
 
+// The kind of rows `parameters` chooses; "" or a problem naming the field.
+std::string CheckRowsParameter(const Json& config, RowKind* rows) {
+  const Json* parameters = Member(config, "parameters");
+  if (parameters == nullptr) {
+    return {};
+  }
+  if (!parameters->is_object()) {
+    return Problem("'parameters' is not a map");
+  }
+  // Unknown keys are refused: a misspelt `rows` would otherwise serve dense
+  // rows and fail on the inputs instead of naming the parameter.
+  for (const auto& parameter : parameters->items()) {
+    if (parameter.key() != kRowsParameter) {
+      return Problem("parameters '" + parameter.key() +
+                     "' is not one the serializer knows (expected " + kRowsParameter + ")");
+    }
+  }
+  const Json* rows_parameter = Member(*parameters, kRowsParameter);
+  if (rows_parameter == nullptr) {
+    return {};
+  }
+  const std::string* value = StringMember(*rows_parameter, "string_value");
+  if (value && *value == kSparseRows) {
+    *rows = RowKind::kSparse;
+    return {};
+  }
+  if (value && *value == kDenseRows) {
+    return {};
+  }
+  return Problem(std::string("parameters '") + kRowsParameter + "' is " +
+                 (value ? "'" + *value + "'" : std::string("missing its string_value")) +
+                 "; expected " + Listed({kDenseRows, kSparseRows}));
+}
+
 }  // namespace
 
 ConfigCheck CheckModelConfig(std::string_view config_json) {
@@ -211,13 +245,27 @@ ConfigCheck CheckModelConfig(std::string_view config_json) {
     return check;
   }
 
-  // Requests arrive batched along the first dimension: [N, D] and [N, 1].
+  // Requests arrive batched along the first dimension: [N, D], [N, 1], [N, V].
   const Json* max_batch_size = Member(config, "max_batch_size");
   const std::optional<int64_t> batch = max_batch_size ? AsInt64(*max_batch_size) : std::nullopt;
   if (!batch || *batch < 1) {
     check.error = Problem("max_batch_size is " +
                           (batch ? std::to_string(*batch) : std::string("missing")) +
                           "; expected at least 1, as the serializer reads batched rows");
+    return check;
+  }
+
+  check.error = CheckRowsParameter(config, &check.config.rows);
+  if (!check.error.empty()) {
+    return check;
+  }
+  if (check.config.rows == RowKind::kSparse) {
+    check.error =
+        CheckSection(config, "input", {{kActivationsInput, {"TYPE_FP32"}, DimsRule::kAny}});
+    if (check.error.empty()) {
+      check.error =
+          CheckSection(config, "output", {{kSparseBytesOutput, {"TYPE_UINT8"}, DimsRule::kAny}});
+    }
     return check;
   }
 

@@ -13,8 +13,19 @@ namespace embedding_serializer {
 inline constexpr const char* kEmbeddingInput = "EMBEDDING";
 inline constexpr const char* kNormInput = "NORM";
 inline constexpr const char* kBytesOutput = "EMBEDDING_BYTES";
+inline constexpr const char* kActivationsInput = "ACTIVATIONS";
+inline constexpr const char* kSparseBytesOutput = "SPARSE_BYTES";
+// The config parameter that chooses the kind of rows, and its values.
+inline constexpr const char* kRowsParameter = "rows";
+inline constexpr const char* kDenseRows = "dense";
+inline constexpr const char* kSparseRows = "sparse";
+
+// Dense: EMBEDDING + NORM in, EMBEDDING_BYTES out. Sparse: a learned-sparse
+// encoder's ACTIVATIONS in, SPARSE_BYTES out.
+enum class RowKind { kDense, kSparse };
 
 struct ModelConfig {
+  RowKind rows = RowKind::kDense;
   // EMBEDDING's declared data_type: the embedder's output type, which Triton
   // holds every request to.
   ElementType embedding_type = ElementType::kFloat32;
@@ -26,8 +37,11 @@ struct ConfigCheck {
 };
 
 // Reads the model configuration as Triton serializes it to JSON and checks
-// max_batch_size, the inputs EMBEDDING (TYPE_FP32 or TYPE_FP16, dims [-1] or
-// one fixed size) and NORM (TYPE_FP32, [1]) and the output EMBEDDING_BYTES
+// max_batch_size and the parameter `rows` ("dense", the default, or
+// "sparse"; no other parameter). Dense rows need the inputs EMBEDDING
+// (TYPE_FP32 or TYPE_FP16, dims [-1] or one fixed size) and NORM (TYPE_FP32,
+// [1]) and the output EMBEDDING_BYTES (TYPE_UINT8, [-1]); sparse rows the
+// input ACTIVATIONS (TYPE_FP32, [-1]) and the output SPARSE_BYTES
 // (TYPE_UINT8, [-1]).
 ConfigCheck CheckModelConfig(std::string_view config_json);
 

@@ -5,12 +5,15 @@
 
 #include "request_inputs.h"
 #include "request_options.h"
+#include "response_output.h"
 #include "row_encoding.h"
+#include "sparse_request_encoding.h"
 
 namespace embedding_serializer {
+namespace {
 
-ErrorPtr EncodeRequest(const ModelConfig& config, TRITONBACKEND_Request* request,
-                       TRITONBACKEND_Response* response, uint64_t* rows_out) {
+ErrorPtr EncodeDenseRequest(const ModelConfig& config, TRITONBACKEND_Request* request,
+                            TRITONBACKEND_Response* response, uint64_t* rows_out) {
   std::vector<Parameter> parameters;
   if (ErrorPtr error = ReadParameters(request, &parameters)) {
     return error;
@@ -49,22 +52,10 @@ ErrorPtr EncodeRequest(const ModelConfig& config, TRITONBACKEND_Request* request
   const size_t kept = OutputDims(options, model_dims);
   const size_t row_bytes = EncodedRowBytes(options.format, kept);
 
-  const int64_t output_shape[2] = {static_cast<int64_t>(rows),
-                                   static_cast<int64_t>(row_bytes)};
-  TRITONBACKEND_Output* output = nullptr;
-  SERIALIZER_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(
-      response, &output, kBytesOutput, TRITONSERVER_TYPE_UINT8, output_shape, 2));
-  void* buffer = nullptr;
-  TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
-  int64_t memory_type_id = 0;
-  SERIALIZER_RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(
-      output, &buffer, rows * row_bytes, &memory_type, &memory_type_id));
-  if (memory_type == TRITONSERVER_MEMORY_GPU) {
-    return MakeError(TRITONSERVER_ERROR_INTERNAL,
-                     "output buffer was allocated in GPU memory");
+  uint8_t* out = nullptr;
+  if (ErrorPtr error = AddRowsOutput(response, kBytesOutput, rows, row_bytes, &out)) {
+    return error;
   }
-
-  auto* out = static_cast<uint8_t*>(buffer);
   std::vector<float> row(kept);
   for (size_t r = 0; r < rows; ++r) {
     ApplyOptions(options, embedding.values.data() + r * model_dims, model_dims,
@@ -73,6 +64,14 @@ ErrorPtr EncodeRequest(const ModelConfig& config, TRITONBACKEND_Request* request
   }
   *rows_out = rows;
   return nullptr;
+}
+
+}  // namespace
+
+ErrorPtr EncodeRequest(const ModelConfig& config, TRITONBACKEND_Request* request,
+                       TRITONBACKEND_Response* response, uint64_t* rows) {
+  return config.rows == RowKind::kSparse ? EncodeSparseRequest(request, response, rows)
+                                         : EncodeDenseRequest(config, request, response, rows);
 }
 
 }  // namespace embedding_serializer

@@ -6,7 +6,7 @@ namespace embedding_serializer {
 namespace {
 
 // The names of kFormats (those bit-packed, with `bit_packed_only`) as
-// "a, b or c" (`last` = "or"), as model_common/options.py lists them.
+// "a, b or c" (`last` = "or").
 std::string FormatNames(bool bit_packed_only, std::string_view last) {
   std::vector<std::string_view> names;
   for (const FormatSpec& spec : kFormats) {
@@ -14,33 +14,7 @@ std::string FormatNames(bool bit_packed_only, std::string_view last) {
       names.push_back(spec.name);
     }
   }
-  std::string text;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) {
-      text.append(i + 1 == names.size() ? " " + std::string(last) + " " : ", ");
-    }
-    text.append(names[i]);
-  }
-  return text;
-}
-
-// The project's stable error grammar, `<kind> '<parameter>': <detail>`
-// (model_common/errors.py): clients branch on the kind.
-std::string Invalid(std::string_view key, std::string_view problem) {
-  std::string message = "invalid_parameter '";
-  message.append(key).append("': ").append(problem);
-  return message;
-}
-
-// The parameter's value if it has type T; otherwise nullptr and an error
-// saying what the parameter must be.
-template <typename T>
-const T* Typed(const Parameter& parameter, const char* expected, std::string* error) {
-  const T* value = std::get_if<T>(&parameter.value);
-  if (value == nullptr) {
-    *error = Invalid(parameter.key, std::string("must be ") + expected);
-  }
-  return value;
+  return ListNames(names, last);
 }
 
 }  // namespace
@@ -49,26 +23,26 @@ ParsedOptions ParseOptions(const std::vector<Parameter>& parameters) {
   ParsedOptions parsed;
   for (const Parameter& parameter : parameters) {
     if (parameter.key == "dtype") {
-      const auto* name = Typed<std::string_view>(parameter, "a string", &parsed.error);
+      const auto* name = TypedParameter<std::string_view>(parameter, "a string", &parsed.error);
       if (name == nullptr) {
         return parsed;
       }
       const std::optional<Format> format = ParseFormat(*name);
       if (!format) {
-        parsed.error = Invalid(parameter.key, "unknown dtype '" + std::string(*name) +
-                                                  "' (expected " + FormatNames(false, "or") +
-                                                  ")");
+        parsed.error =
+            InvalidParameter(parameter.key, "unknown dtype '" + std::string(*name) +
+                                                "' (expected " + FormatNames(false, "or") + ")");
         return parsed;
       }
       parsed.options.format = *format;
     } else if (parameter.key == "dimensions") {
-      const auto* dims = Typed<int64_t>(parameter, "an integer", &parsed.error);
+      const auto* dims = TypedParameter<int64_t>(parameter, "an integer", &parsed.error);
       if (dims == nullptr) {
         return parsed;
       }
       parsed.options.dimensions = *dims;
     } else if (parameter.key == "normalize") {
-      const auto* normalize = Typed<bool>(parameter, "a boolean", &parsed.error);
+      const auto* normalize = TypedParameter<bool>(parameter, "a boolean", &parsed.error);
       if (normalize == nullptr) {
         return parsed;
       }
@@ -82,16 +56,16 @@ std::string ValidateOptions(const RequestOptions& options, size_t model_dims) {
   if (options.dimensions) {
     const int64_t dims = *options.dimensions;
     if (dims < 1 || static_cast<uint64_t>(dims) > model_dims) {
-      return Invalid("dimensions", std::to_string(dims) + " is outside 1.." +
-                                       std::to_string(model_dims));
+      return InvalidParameter("dimensions", std::to_string(dims) + " is outside 1.." +
+                                                std::to_string(model_dims));
     }
   }
   const size_t kept = OutputDims(options, model_dims);
   if (IsBitPacked(options.format) && kept % 8 != 0) {
-    return Invalid("dimensions", FormatNames(true, "and") +
-                                     " pack 8 dimensions per byte, so the dimensions must "
-                                     "be a multiple of 8, got " +
-                                     std::to_string(kept));
+    return InvalidParameter("dimensions", FormatNames(true, "and") +
+                                              " pack 8 dimensions per byte, so the dimensions "
+                                              "must be a multiple of 8, got " +
+                                              std::to_string(kept));
   }
   return {};
 }

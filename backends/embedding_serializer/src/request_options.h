@@ -6,10 +6,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <variant>
 #include <vector>
 
+#include "request_parameter.h"
 #include "row_encoding.h"
 
 namespace embedding_serializer {
@@ -18,12 +17,6 @@ struct RequestOptions {
   Format format = Format::kFloat32;
   std::optional<int64_t> dimensions;  // unset: all of the model's dimensions
   bool normalize = true;
-};
-
-// A request parameter as Triton hands it over, without Triton's types.
-struct Parameter {
-  std::string_view key;
-  std::variant<std::string_view, int64_t, bool, double> value;
 };
 
 struct ParsedOptions {

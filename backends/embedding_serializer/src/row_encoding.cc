@@ -37,13 +37,6 @@ void StoreLittleEndian16(uint16_t bits, uint8_t* out) {
   out[1] = static_cast<uint8_t>(bits >> 8);
 }
 
-void StoreLittleEndian32(uint32_t bits, uint8_t* out) {
-  out[0] = static_cast<uint8_t>(bits & 0xFFu);
-  out[1] = static_cast<uint8_t>((bits >> 8) & 0xFFu);
-  out[2] = static_cast<uint8_t>((bits >> 16) & 0xFFu);
-  out[3] = static_cast<uint8_t>(bits >> 24);
-}
-
 int QuantizeInt8(float value) {
   // nearbyint uses the default round-to-nearest-even mode, like numpy.rint.
   const float scaled = std::nearbyint(value * kInt8Scale);
@@ -64,6 +57,13 @@ uint8_t SignBits(const float* values) {
 }
 
 }  // namespace
+
+void StoreLittleEndian32(uint32_t bits, uint8_t* out) {
+  out[0] = static_cast<uint8_t>(bits & 0xFFu);
+  out[1] = static_cast<uint8_t>((bits >> 8) & 0xFFu);
+  out[2] = static_cast<uint8_t>((bits >> 16) & 0xFFu);
+  out[3] = static_cast<uint8_t>(bits >> 24);
+}
 
 std::optional<Format> ParseFormat(std::string_view name) {
   for (const FormatSpec& spec : kFormats) {

@@ -42,6 +42,9 @@ size_t EncodedRowBytes(Format format, size_t dims);
 uint16_t FloatToHalfBits(float value);
 float HalfBitsToFloat(uint16_t bits);
 
+// `bits` as 4 bytes, least significant first, whatever the host's byte order.
+void StoreLittleEndian32(uint32_t bits, uint8_t* out);
+
 // Writes EncodedRowBytes(format, dims) bytes to `out`. Multi-byte values are
 // written byte by byte from their bit patterns, so the output is little-endian
 // whatever the host's byte order. Bit-packed formats put the first dimension

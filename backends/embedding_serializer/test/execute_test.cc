@@ -11,6 +11,7 @@
 
 namespace {
 
+using fake_triton::MakeActivationsRequest;
 using fake_triton::MakeFp16Request;
 using fake_triton::MakeRequest;
 using Events = std::vector<std::string>;
@@ -19,6 +20,11 @@ constexpr const char* kConfig = R"({"max_batch_size": 8,
   "input": [{"name": "EMBEDDING", "data_type": "TYPE_FP32", "dims": [-1]},
             {"name": "NORM", "data_type": "TYPE_FP32", "dims": [1]}],
   "output": [{"name": "EMBEDDING_BYTES", "data_type": "TYPE_UINT8", "dims": [-1]}]})";
+
+constexpr const char* kSparseConfig = R"({"max_batch_size": 8,
+  "parameters": {"rows": {"string_value": "sparse"}},
+  "input": [{"name": "ACTIVATIONS", "data_type": "TYPE_FP32", "dims": [-1]}],
+  "output": [{"name": "SPARSE_BYTES", "data_type": "TYPE_UINT8", "dims": [-1]}]})";
 
 std::string Fp16Config() {
   std::string config = kConfig;
@@ -152,6 +158,50 @@ TEST_F(Backend, RefusesToLoadAConfigurationItCannotServe) {
   EXPECT_EQ(error->code, TRITONSERVER_ERROR_INVALID_ARG);
   EXPECT_EQ(Message(error), "model configuration: input 'NORM' dims are [2]; expected [1]");
   EXPECT_EQ(model_.state, nullptr);
+}
+
+TEST_F(Backend, WritesSparseRowsPaddedToTheWidestAndFailsOnlyTheBadRequests) {
+  Load(kSparseConfig);
+  std::vector<TRITONBACKEND_Request> requests = {
+      // Two rows: two active entries, then none.
+      MakeActivationsRequest(0, {0.0f, 0.5f, 0.0f, 2.0f, 0.0f, 0.0f, -1.0f, 0.0f}, 4),
+      MakeActivationsRequest(1, {1.0f, 0.0f, 0.0f, 0.0f}, 4),
+      // The largest, 3 at index 1 (the lower of the tied two), as float16.
+      MakeActivationsRequest(2, {1.0f, 3.0f, 3.0f, 0.0f}, 4),
+      MakeActivationsRequest(3, {1.0f, 0.0f, 0.0f, 0.0f}, 4)};
+  requests[1].int_parameters = {{"max_active_dims", 5}};
+  requests[2].string_parameters = {{"dtype", "float16"}};
+  requests[2].int_parameters = {{"max_active_dims", 1}};
+  requests[3].int_parameters = {{"dimensions", 2}};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->events,
+            (Events{"new 0", "new 1", "new 2", "new 3", "send 0", "send 1", "send 2", "send 3",
+                    "stats 0 success", "release 0", "stats 1 failure", "release 1",
+                    "stats 2 success", "release 2", "stats 3 failure", "release 3",
+                    "batch 3"}));
+  ASSERT_EQ(world_->sent.size(), 4u);
+  EXPECT_EQ(world_->sent[0].error, "");
+  EXPECT_EQ(world_->sent[0].output.shape, (std::vector<int64_t>{2, 20}));
+  EXPECT_EQ(world_->sent[0].output.bytes,
+            (std::vector<uint8_t>{
+                2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00,
+                0x40,                                                        // 0.5f, 2.0f
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));  // n = 0, padded
+  EXPECT_EQ(world_->sent[1].error, "invalid_parameter 'max_active_dims': 5 is outside 1..4");
+  EXPECT_EQ(world_->sent[2].error, "");
+  EXPECT_EQ(world_->sent[2].output.shape, (std::vector<int64_t>{1, 10}));
+  EXPECT_EQ(world_->sent[2].output.bytes,
+            (std::vector<uint8_t>{1, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x42}));  // half 3.0
+  EXPECT_EQ(world_->sent[3].error,
+            "invalid_parameter 'dimensions': sparse rows take dtype and max_active_dims only");
+}
+
+TEST_F(Backend, RefusesActivationsNotShapedAsRows) {
+  Load(kSparseConfig);
+  std::vector<TRITONBACKEND_Request> requests = {MakeActivationsRequest(0, {1.0f, 2.0f}, 2)};
+  requests[0].inputs[0].shape = {2};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->sent[0].error, "input 'ACTIVATIONS' must have shape [N, V]");
 }
 
 }  // namespace

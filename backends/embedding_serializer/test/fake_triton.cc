@@ -41,6 +41,7 @@ TRITONBACKEND_Request MakeRequest(int id, const std::vector<float>& embedding, i
   const int64_t rows = static_cast<int64_t>(embedding.size()) / dims;
   return {id,
           {{"EMBEDDING", TRITONSERVER_TYPE_FP32, {rows, dims}, Bytes(embedding)}, Norm(norm)},
+          {},
           {}};
 }
 
@@ -49,6 +50,16 @@ TRITONBACKEND_Request MakeFp16Request(int id, const std::vector<uint16_t>& embed
   const int64_t rows = static_cast<int64_t>(embedding.size()) / dims;
   return {id,
           {{"EMBEDDING", TRITONSERVER_TYPE_FP16, {rows, dims}, Bytes(embedding)}, Norm(norm)},
+          {},
+          {}};
+}
+
+TRITONBACKEND_Request MakeActivationsRequest(int id, const std::vector<float>& activations,
+                                             int64_t vocab_size) {
+  const int64_t rows = static_cast<int64_t>(activations.size()) / vocab_size;
+  return {id,
+          {{"ACTIVATIONS", TRITONSERVER_TYPE_FP32, {rows, vocab_size}, Bytes(activations)}},
+          {},
           {}};
 }
 
@@ -154,7 +165,8 @@ TRITONSERVER_Error* TRITONBACKEND_InputBuffer(TRITONBACKEND_Input* input, const 
 
 TRITONSERVER_Error* TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request* request,
                                                         uint32_t* count) {
-  *count = static_cast<uint32_t>(request->string_parameters.size());
+  *count = static_cast<uint32_t>(request->string_parameters.size() +
+                                 request->int_parameters.size());
   return nullptr;
 }
 
@@ -162,10 +174,18 @@ TRITONSERVER_Error* TRITONBACKEND_RequestParameter(TRITONBACKEND_Request* reques
                                                    const uint32_t index, const char** key,
                                                    TRITONSERVER_ParameterType* type,
                                                    const void** vvalue) {
-  const auto& [name, value] = request->string_parameters.at(index);
+  const size_t strings = request->string_parameters.size();
+  if (index < strings) {
+    const auto& [name, value] = request->string_parameters.at(index);
+    *key = name.c_str();
+    *type = TRITONSERVER_PARAMETER_STRING;
+    *vvalue = value.c_str();
+    return nullptr;
+  }
+  const auto& [name, value] = request->int_parameters.at(index - strings);
   *key = name.c_str();
-  *type = TRITONSERVER_PARAMETER_STRING;
-  *vvalue = value.c_str();
+  *type = TRITONSERVER_PARAMETER_INT;
+  *vvalue = &value;
   return nullptr;
 }
 

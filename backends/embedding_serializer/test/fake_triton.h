@@ -38,6 +38,8 @@ struct TRITONBACKEND_Request {
   int id;
   std::vector<TRITONBACKEND_Input> inputs;
   std::vector<std::pair<std::string, std::string>> string_parameters;
+  // Handed over after the string parameters.
+  std::vector<std::pair<std::string, int64_t>> int_parameters;
 };
 
 struct TRITONBACKEND_Output {
@@ -78,5 +80,8 @@ TRITONBACKEND_Request MakeRequest(int id, const std::vector<float>& embedding, i
                                   const std::vector<float>& norm);
 TRITONBACKEND_Request MakeFp16Request(int id, const std::vector<uint16_t>& embedding,
                                       int64_t dims, const std::vector<float>& norm);
+// A request with ACTIVATIONS [rows, vocab_size] (FP32), for sparse rows.
+TRITONBACKEND_Request MakeActivationsRequest(int id, const std::vector<float>& activations,
+                                             int64_t vocab_size);
 
 }  // namespace fake_triton

@@ -33,6 +33,27 @@ std::string Shipped(const std::string& from, const std::string& to) {
 
 std::string ErrorOf(const std::string& config) { return CheckModelConfig(config).error; }
 
+// As Triton serializes model_repository/sparse/serializer/config.pbtxt, trimmed.
+constexpr const char* kSparseShipped = R"({
+  "name": "serializer", "backend": "embedding_serializer", "max_batch_size": 64,
+  "input": [
+    {"name": "ACTIVATIONS", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [-1],
+     "is_shape_tensor": false, "optional": false}
+  ],
+  "output": [
+    {"name": "SPARSE_BYTES", "data_type": "TYPE_UINT8", "dims": [-1],
+     "label_filename": "", "is_shape_tensor": false}
+  ],
+  "batch_input": [], "parameters": {"rows": {"string_value": "sparse"}}
+})";
+
+std::string Sparse(const std::string& from, const std::string& to) {
+  std::string config = kSparseShipped;
+  const size_t at = config.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? config : config.replace(at, from.size(), to);
+}
+
 TEST(CheckModelConfig, AcceptsTheShippedConfigurationAsFloat32) {
   const ConfigCheck check = CheckModelConfig(kShipped);
   EXPECT_EQ(check.error, "");
@@ -141,6 +162,51 @@ TEST(CheckModelConfig, ReportsUnreadableJson) {
   EXPECT_EQ(ErrorOf(std::string(100000, '[')), "model configuration: not valid JSON");
   EXPECT_EQ(ErrorOf(std::string(100000, '[') + std::string(100000, ']')),
             "model configuration: not a JSON object");
+}
+
+TEST(CheckModelConfig, AcceptsTheShippedSparseConfigurationAsSparseRows) {
+  const ConfigCheck check = CheckModelConfig(kSparseShipped);
+  EXPECT_EQ(check.error, "");
+  EXPECT_EQ(check.config.rows, RowKind::kSparse);
+  EXPECT_EQ(CheckModelConfig(kShipped).config.rows, RowKind::kDense);
+  const ConfigCheck dense = CheckModelConfig(
+      Shipped(R"("parameters": {})", R"("parameters": {"rows": {"string_value": "dense"}})"));
+  EXPECT_EQ(dense.error, "");
+  EXPECT_EQ(dense.config.rows, RowKind::kDense);
+}
+
+TEST(CheckModelConfig, NamesABadRowsParameter) {
+  EXPECT_EQ(ErrorOf(Sparse(R"("string_value": "sparse")", R"("string_value": "ragged")")),
+            "model configuration: parameters 'rows' is 'ragged'; expected dense or sparse");
+  EXPECT_EQ(ErrorOf(Sparse(R"({"string_value": "sparse"})", "{}")),
+            "model configuration: parameters 'rows' is missing its string_value; expected "
+            "dense or sparse");
+  EXPECT_EQ(ErrorOf(Sparse(R"({"rows")", R"({"row")")),
+            "model configuration: parameters 'row' is not one the serializer knows (expected "
+            "rows)");
+  EXPECT_EQ(ErrorOf(Sparse(R"("parameters": {"rows": {"string_value": "sparse"}})",
+                           R"("parameters": [])")),
+            "model configuration: 'parameters' is not a map");
+}
+
+TEST(CheckModelConfig, HoldsSparseRowsToActivationsAndSparseBytes) {
+  EXPECT_EQ(ErrorOf(Sparse(R"("name": "ACTIVATIONS")", R"("name": "EMBEDDING")")),
+            "model configuration: input 'EMBEDDING' is not one the serializer knows (expected "
+            "ACTIVATIONS)");
+  EXPECT_EQ(ErrorOf(Sparse(R"("TYPE_FP32")", R"("TYPE_FP16")")),
+            "model configuration: input 'ACTIVATIONS' data_type is TYPE_FP16; expected "
+            "TYPE_FP32");
+  EXPECT_EQ(ErrorOf(Sparse(R"("dims": [-1])", R"("dims": [30522])")),
+            "model configuration: input 'ACTIVATIONS' dims are [30522]; expected [-1]");
+  EXPECT_EQ(ErrorOf(Sparse(R"("name": "SPARSE_BYTES")", R"("name": "EMBEDDING_BYTES")")),
+            "model configuration: output 'EMBEDDING_BYTES' is not one the serializer knows "
+            "(expected SPARSE_BYTES)");
+  EXPECT_EQ(ErrorOf(Sparse(R"("TYPE_UINT8")", R"("TYPE_INT8")")),
+            "model configuration: output 'SPARSE_BYTES' data_type is TYPE_INT8; expected "
+            "TYPE_UINT8");
+  EXPECT_EQ(ErrorOf(Sparse(R"("max_batch_size": 64)", R"("max_batch_size": 0)")),
+            "model configuration: max_batch_size is 0; expected at least 1, as the "
+            "serializer reads batched rows");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,6 +17,8 @@
 
 #include "request_options.h"
 #include "row_encoding.h"
+#include "sparse_encoding.h"
+#include "sparse_options.h"
 
 namespace embedding_serializer {
 namespace {
@@ -167,6 +170,103 @@ TEST_F(RowFormats, DimensionMessagesHaveTheDeclaredWording) {
     EXPECT_EQ(ValidateOptions(options, kDims),
               Message("dimensions", "not_whole_bytes",
                       {{"bit_packed", Listed(bit_packed_, "and")}, {"dimensions", "100"}}));
+  }
+}
+
+// The "sparse" section: the layout of a sparse row, its options and messages.
+class SparseRows : public RowFormats {
+ protected:
+  void SetUp() override {
+    RowFormats::SetUp();
+    sparse_ = declaration_.at("sparse");
+    for (const Json& option : sparse_.at("options")) {
+      options_.push_back(option.at("name").get<std::string>());
+    }
+  }
+
+  std::string SparseMessage(const std::string& parameter, const std::string& name,
+                            const std::map<std::string, std::string>& values) const {
+    return "invalid_parameter '" + parameter +
+           "': " + Render(sparse_.at("messages").at(name).get<std::string>(), values);
+  }
+
+  Json sparse_;
+  std::vector<std::string> options_;
+};
+
+TEST_F(SparseRows, ValuesTakeExactlyTheDeclaredDtypesInOrderAndWidths) {
+  std::vector<std::string> encoded;
+  for (const Format format : kSparseValueFormats) {
+    encoded.emplace_back(FormatName(format));
+  }
+  std::vector<std::string> declared;
+  for (const Json& dtype : sparse_.at("value_dtypes")) {
+    declared.push_back(dtype.at("name").get<std::string>());
+    const size_t bytes_per_value = dtype.at("bytes_per_value").get<size_t>();
+    const std::optional<Format> format = ParseFormat(declared.back());
+    ASSERT_TRUE(format.has_value()) << declared.back();
+    EXPECT_EQ(EncodedRowBytes(*format, 1), bytes_per_value) << declared.back();
+    // count | n indices | n values.
+    EXPECT_EQ(SparseRowBytes(*format, 3),
+              sparse_.at("count").at("bytes").get<size_t>() +
+                  3 * (sparse_.at("index").at("bytes").get<size_t>() + bytes_per_value));
+  }
+  // In order too: the unknown-dtype message lists them in this order.
+  EXPECT_EQ(encoded, declared);
+  EXPECT_EQ(sparse_.at("count").at("bytes").get<size_t>(), kSparseCountBytes);
+  EXPECT_EQ(sparse_.at("index").at("bytes").get<size_t>(), kSparseIndexBytes);
+}
+
+TEST_F(SparseRows, OptionsReadTheDeclaredNamesWithTheDeclaredDefaults) {
+  EXPECT_EQ(options_, std::vector<std::string>(std::begin(kSparseOptionNames),
+                                               std::end(kSparseOptionNames)));
+  const SparseOptions defaults = ParseSparseOptions({}).options;
+  for (const Json& option : sparse_.at("options")) {
+    const std::string name = option.at("name").get<std::string>();
+    SCOPED_TRACE(name);
+    const Json& value = option.at("default");
+    if (name == "dtype") {
+      EXPECT_EQ(FormatName(defaults.value_format), value.get<std::string>());
+    } else {
+      EXPECT_TRUE(value.is_null());  // every active entry
+      EXPECT_FALSE(defaults.max_active_dims.has_value());
+    }
+    EXPECT_EQ(ParseSparseOptions({{name, 0.5}}).error,
+              Message(name, "wrong_type", {{"type", option.at("type").get<std::string>()}}));
+  }
+}
+
+TEST_F(SparseRows, MessagesHaveTheDeclaredWording) {
+  std::vector<std::string> value_dtypes;
+  for (const Json& dtype : sparse_.at("value_dtypes")) {
+    value_dtypes.push_back(dtype.at("name").get<std::string>());
+  }
+  for (const std::string& name : {std::string("int8"), std::string("float64")}) {
+    EXPECT_EQ(ParseSparseOptions({{"dtype", std::string_view(name)}}).error,
+              SparseMessage("dtype", "unknown_value_dtype",
+                            {{"dtype", name}, {"value_dtypes", Listed(value_dtypes, "or")}}));
+  }
+  SparseOptions options;
+  options.max_active_dims = kDims + 1;
+  EXPECT_EQ(ValidateSparseOptions(options, kDims),
+            SparseMessage("max_active_dims", "max_active_dims_outside",
+                          {{"max_active_dims", std::to_string(kDims + 1)},
+                           {"vocab_size", std::to_string(kDims)}}));
+}
+
+TEST_F(SparseRows, RefusesEveryDenseOptionThatIsNotASparseOne) {
+  std::vector<std::string> dense_only;
+  for (const Json& option : declaration_.at("options")) {
+    const std::string name = option.at("name").get<std::string>();
+    if (std::find(options_.begin(), options_.end(), name) == options_.end()) {
+      dense_only.push_back(name);
+    }
+  }
+  EXPECT_EQ(dense_only, std::vector<std::string>(std::begin(kDenseOnlyOptions),
+                                                 std::end(kDenseOnlyOptions)));
+  for (const std::string& name : dense_only) {
+    EXPECT_EQ(ParseSparseOptions({{name, int64_t{1}}}).error,
+              SparseMessage(name, "dense_option", {{"options", Listed(options_, "and")}}));
   }
 }
 
