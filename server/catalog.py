@@ -42,11 +42,10 @@ TASKS_BY_MODEL_TYPE = {
     "SparseEncoder": "sparse",
 }
 TASKS = tuple(TASKS_BY_MODEL_TYPE.values())
-# The tasks a catalog entry can be served for so far: sparse encoders are
-# recognized, and refused by name until they are served.
-SERVED_TASKS = ("embed", "rerank")
-# The engines a reranker is exported for, so far.
-RERANK_ENGINES = ("auto", "onnxruntime")
+# The tasks a catalog entry can be served for.
+SERVED_TASKS = ("embed", "rerank", "sparse")
+# The engines a reranker or a sparse encoder is exported for, so far.
+ONNX_ONLY_ENGINES = ("auto", "onnxruntime")
 # Triton names a model by its folder: letters, digits, '_', '-' and '.',
 # not starting with '.', and short enough for a metric label.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -55,9 +54,11 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TOKENS_SUFFIX = "_tokens"
 TOKENIZER_SUFFIX = ".tokenizer"
 # The stage that runs the exported model, by task.
-ENGINE_STAGE_SUFFIXES = {"embed": ".embedder", "rerank": ".scorer"}
-# Shared by every model.
+ENGINE_STAGE_SUFFIXES = {"embed": ".embedder", "rerank": ".scorer", "sparse": ".encoder"}
+# Shared by every model: the serializer of embeddings, and of sparse rows
+# where the catalog holds a sparse encoder.
 SERIALIZER = "serializer"
+SPARSE_SERIALIZER = "sparse_serializer"
 # The packaged model's stages keep model_repository's names (the GPU
 # embedders and perf/ address them so).
 PACKAGED_STAGES = ("tokenizer", "embedder", "embedder_engine")
@@ -83,8 +84,8 @@ class CatalogModel:
 
     @property
     def engine_stage(self) -> str:
-        """The stage that runs the exported model: the embedder, or a
-        reranker's scorer."""
+        """The stage that runs the exported model: the embedder, a
+        reranker's scorer or a sparse encoder's encoder."""
         if self.path is None:
             return PACKAGED_STAGES[1]
         return self.name + ENGINE_STAGE_SUFFIXES[self.task]
@@ -189,8 +190,10 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
             f"{resolved} holds a {kind.model_type} (task {kind.task!r}), which this server "
             f"does not serve yet: it serves {' and '.join(map(repr, SERVED_TASKS))}"
         )
-    if kind.task == "rerank" and engine not in RERANK_ENGINES:
-        return f"'engine' is {engine!r}, but a reranker is served by onnxruntime only, so far"
+    if kind.task != "embed" and engine not in ONNX_ONLY_ENGINES:
+        return (
+            f"'engine' is {engine!r}, but a {kind.model_type} is served by onnxruntime only, so far"
+        )
     return CatalogModel(name, resolved, tuple(aliases), str(engine), instances, kind.task)
 
 

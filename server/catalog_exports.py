@@ -41,8 +41,9 @@ def engine_of(model: CatalogModel) -> str:
     """The engine that serves `model`: its own choice, or for auto the
     packaged model's TensorRT engine where this server has it built, else
     the CPU engine its export measured faster."""
-    if model.task == "rerank":
-        # A reranker is exported for ONNX Runtime alone (catalog.RERANK_ENGINES).
+    if model.task != "embed":
+        # A reranker or a sparse encoder is exported for ONNX Runtime alone
+        # (catalog.ONNX_ONLY_ENGINES).
         return "onnxruntime"
     if model.engine != "auto":
         return model.engine

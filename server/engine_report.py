@@ -11,7 +11,12 @@ from typing import Any
 
 from server.catalog import CatalogModel
 from server.catalog_exports import engine_of, export_root
-from server.paths import ENGINE_FOLDERS, MODEL_REPOSITORY, RERANKER_REPOSITORY
+from server.paths import (
+    ENGINE_FOLDERS,
+    MODEL_REPOSITORY,
+    RERANKER_REPOSITORY,
+    SPARSE_REPOSITORY,
+)
 
 ENGINE_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
@@ -39,10 +44,15 @@ def _speeds(openvino: dict[str, Any]) -> str:
     )
 
 
+def _stage_record(root: Path, stage: Path) -> dict[str, Any]:
+    """The export record of a model_repository stage folder, as exported under root."""
+    path = root / stage.relative_to(MODEL_REPOSITORY) / "1" / "export.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def _rerank_line(name: str, root: Path) -> str:
     """A reranker's scorer: ONNX Runtime in float32, checked against CrossEncoder.predict."""
-    path = root / RERANKER_REPOSITORY.relative_to(MODEL_REPOSITORY) / "scorer" / "1" / "export.json"
-    record = json.loads(path.read_text()) if path.exists() else {}
+    record = _stage_record(root, RERANKER_REPOSITORY / "scorer")
     return (
         f"{name}: reranker, engine onnxruntime, precision f32, activation "
         f"{record.get('activation')}; max score difference to CrossEncoder "
@@ -51,9 +61,23 @@ def _rerank_line(name: str, root: Path) -> str:
     )
 
 
+def _sparse_line(name: str, root: Path) -> str:
+    """A sparse encoder's encoder: ONNX Runtime in float32, checked against
+    SparseEncoder.encode."""
+    record = _stage_record(root, SPARSE_REPOSITORY / "encoder")
+    return (
+        f"{name}: sparse encoder, engine onnxruntime, precision f32, pooling "
+        f"{record.get('pooling_strategy')}; max value difference to SparseEncoder "
+        f"{record.get('max_value_difference')} over {record.get('num_check_texts')} texts "
+        f"(bar {record.get('max_value_difference_allowed')})"
+    )
+
+
 def engine_line(model: CatalogModel) -> str:
     if model.task == "rerank":
         return _rerank_line(model.name, export_root(model))
+    if model.task == "sparse":
+        return _sparse_line(model.name, export_root(model))
     return served_engine_line(
         model.name, engine_of(model), model.engine == "auto", export_root(model)
     )

@@ -20,6 +20,9 @@ ONNX_CPU_REPOSITORY = MODEL_REPOSITORY / "onnx_cpu"
 # catalog entries that hold one: a repository of their own, so that a
 # server of embedding models never loads them.
 RERANKER_REPOSITORY = MODEL_REPOSITORY / "reranker"
+# A sparse encoder's encoder, serializer of sparse rows and entry point,
+# likewise; its tokenizer is the shared one.
+SPARSE_REPOSITORY = MODEL_REPOSITORY / "sparse"
 OPENVINO_CPU_REPOSITORY = MODEL_REPOSITORY / "openvino_cpu"
 # The ONNX Runtime deployment, which perf/report.py and its parts analyse.
 ONNX_RUNTIME_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)

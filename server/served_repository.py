@@ -2,11 +2,14 @@
 launcher at each start (server/launch.py --catalog):
 
     <out>/serializer                 the C++ serializer, shared by every model
+    <out>/sparse_serializer          the same backend writing sparse rows, where the
+                                     catalog holds a sparse encoder
     <out>/<name>, <name>_tokens      the entry points (ensembles), per name and alias
                                      (a reranker's: <name> alone)
     <out>/<name>.tokenizer           the model's tokenizer stage (a reranker's: of pairs)
     <out>/<name>.embedder            the model's embedder, on its engine
     <out>/<name>.scorer              a reranker's scorer, in place of the embedder
+    <out>/<name>.encoder             a sparse encoder's, likewise
 
 Why written, not kept: what differs per model is only the stage names an
 ensemble calls, the embedder whose backlog the tokenizer reads, and the
@@ -29,13 +32,20 @@ from pathlib import Path
 from server.catalog import (
     PACKAGED_STAGES,
     SERIALIZER,
+    SPARSE_SERIALIZER,
     TOKENS_SUFFIX,
     Catalog,
     CatalogModel,
     read_catalog,
 )
 from server.catalog_exports import engine_folder, ensure_exported, export_root
-from server.paths import MODEL_REPOSITORY, REPO_ROOT, RERANKER_REPOSITORY, SHARED_REPOSITORY
+from server.paths import (
+    MODEL_REPOSITORY,
+    REPO_ROOT,
+    RERANKER_REPOSITORY,
+    SHARED_REPOSITORY,
+    SPARSE_REPOSITORY,
+)
 
 # The stage names the shipped ensembles call, which each served ensemble
 # renames to its model's stages, and the ensembles, by task.
@@ -47,6 +57,7 @@ TENSORRT_ENGINE_STAGE = PACKAGED_STAGES[2]
 ENSEMBLES = {
     "embed": {"": SHARED_REPOSITORY / "embed", TOKENS_SUFFIX: SHARED_REPOSITORY / "embed_tokens"},
     "rerank": {"": RERANKER_REPOSITORY / "rerank"},
+    "sparse": {"": SPARSE_REPOSITORY / "embed_sparse"},
 }
 # The tokenizer parameter naming the embedder whose backlog it admits by.
 EMBEDDER_MODEL_PARAMETER = "embedder_model"
@@ -125,6 +136,8 @@ def _stage_sources(model: CatalogModel) -> tuple[Path, Path]:
     stage that runs it; the ensembles call each by its folder's name."""
     if model.task == "rerank":
         return RERANKER_REPOSITORY / "pair_tokenizer", RERANKER_REPOSITORY / "scorer"
+    if model.task == "sparse":
+        return SHARED_REPOSITORY / TOKENIZER_STAGE, SPARSE_REPOSITORY / "encoder"
     engine = MODEL_REPOSITORY / engine_folder(model) / EMBEDDER_STAGE
     return SHARED_REPOSITORY / TOKENIZER_STAGE, engine
 
@@ -134,6 +147,8 @@ def _entry_points(out: Path, model: CatalogModel) -> None:
     for suffix in model.entry_suffixes:
         source = ENSEMBLES[model.task][suffix] / "config.pbtxt"
         edits = [_stage_name(engine, model.engine_stage)]
+        if model.task == "sparse":
+            edits.append(_stage_name(SERIALIZER, SPARSE_SERIALIZER))
         # The token entry point has no tokenizer step.
         if suffix != TOKENS_SUFFIX:
             edits.append(_stage_name(tokenizer, model.tokenizer))
@@ -152,6 +167,8 @@ def write_served_repository(
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / SERIALIZER).symlink_to(SHARED_REPOSITORY / SERIALIZER)
+    if any(model.task == "sparse" for model in catalog.models):
+        (out / SPARSE_SERIALIZER).symlink_to(SPARSE_REPOSITORY / SERIALIZER)
     for model in catalog.models:
         tokenizer_source, engine_source = _stage_sources(model)
         tokenizer = [_parameter(EMBEDDER_MODEL_PARAMETER, model.engine_stage)]

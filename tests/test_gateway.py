@@ -446,6 +446,55 @@ def test_unknown_path_is_an_openai_404(gateway: RunningGateway) -> None:
     assert set(reply["error"]) == {"message", "type", "param", "code"}
 
 
+def test_tei_embed_returns_the_library_vectors(
+    gateway: RunningGateway, library: EmbeddingClient
+) -> None:
+    body = orjson.dumps({"model": MODEL, "inputs": TEXTS})
+    status, reply = post(gateway, "/embed", body)
+    assert status == 200, reply
+    np.testing.assert_allclose(np.array(reply, np.float32), library.embed(TEXTS), atol=ATOL)
+    # One string is one input; TEI's options reach the model's entry point.
+    options = {"normalize": False, "dimensions": 64, "truncation_direction": "Left"}
+    status, reply = post(
+        gateway, "/embed", orjson.dumps({"model": MODEL, "inputs": LONG_TEXT, **options})
+    )
+    assert status == 200, reply
+    expected = library.embed(
+        [LONG_TEXT], normalize=False, dimensions=64, truncation_direction="left"
+    )
+    np.testing.assert_allclose(np.array(reply, np.float32), expected, rtol=1e-5, atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        # Several embedding models and none named: refused naming them.
+        ({"inputs": "text"}, 400, "'model' is required: this gateway serves several ('embed', "),
+        ({"model": MODEL, "inputs": []}, 400, "'inputs' is required"),
+        ({"model": MODEL, "inputs": ["a", ""]}, 400, "'inputs[1]' must be a non-empty string"),
+        ({"model": MODEL, "inputs": "a", "truncation_direction": "up"}, 400, "'Right' or 'Left'"),
+        ({"model": MODEL, "inputs": "a", "normalize": 1}, 400, "'normalize' must be a boolean"),
+        (
+            {"model": MODEL, "inputs": "a", "dimensions": 9999},
+            400,
+            "invalid_parameter 'dimensions'",
+        ),
+        ({"model": MODEL, "inputs": "a", "pooling": "cls"}, 400, "argument supplied: pooling"),
+        ({"model": "nope", "inputs": "a"}, 404, "this gateway's embedding models: 'embed'"),
+        # The gateway serves no sparse encoder.
+        ({"inputs": "a"}, 404, "This gateway serves no sparse encoder"),
+    ],
+)
+def test_bad_tei_requests_are_tei_errors(
+    gateway: RunningGateway, body: dict[str, Any], status: int, field: str
+) -> None:
+    path = "/embed_sparse" if body == {"inputs": "a"} else "/embed"
+    got, reply = post(gateway, path, orjson.dumps(body))
+    assert got == status, reply
+    assert set(reply) == {"error", "error_type"} and field in reply["error"], reply
+    assert reply["error_type"] == "Validation"
+
+
 def test_unreachable_triton_is_503(tmp_path: Path) -> None:
     dead_triton = f"127.0.0.1:{free_loopback_port()}"
     with running_gateway(dead_triton, [(MODEL, TOKENIZER)], tmp_path / "gateway.log") as gateway:
@@ -523,7 +572,7 @@ def test_command_line_serves_each_model_given() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ([], "give at least one --model or --reranker"),
+        ([], "give at least one --model, --reranker or --sparse"),
         (["--reranker=a/b"], "'a/b' is not a Triton model name"),
         (
             ["--model=embed={tokenizer}", "--reranker=embed"],

@@ -23,9 +23,11 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, InvalidInputError, Ranked
+from embedding_client.errors import AccessError
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
 from tritonclient.utils import InferenceServerException
 
+from harness.edge import running_edge, tenant_toml
 from harness.export_environment import run_in_export_environment
 from harness.gateway import RunningGateway, running_gateway
 from harness.server import RunningServer, running_server
@@ -334,7 +336,7 @@ RERANKER = "<reranker>"
             400,
             "'top_n'",
         ),
-        ("/v2/rerank", {"query": "q", "documents": ["d"]}, 400, "several rerankers"),
+        ("/v2/rerank", {"query": "q", "documents": ["d"]}, 400, "serves several ("),
         ("/v2/rerank", {"model": "embed-x", "query": "q", "documents": ["d"]}, 404, "embed-x"),
         (
             "/v2/rerank",
@@ -358,7 +360,7 @@ def test_bad_rerank_requests_get_a_400_in_the_apis_shape(
     status: int,
     named: str,
 ) -> None:
-    assert len(rerankers) > 1, "the 'several rerankers' case needs two"
+    assert len(rerankers) > 1, "the 'serves several' case needs two"
     if payload.get("model") == RERANKER:
         payload = {**payload, "model": next(iter(rerankers))}
     answered, body = _post(gateway, route, payload)
@@ -399,3 +401,28 @@ def test_the_rerank_command_prints_the_ranking(
         timeout=60,
     )
     assert refused.returncode == 1 and "query is empty" in refused.stderr, refused.stderr
+
+
+# A tenant's texts quota, which a rerank request's documents count against.
+DOCUMENTS_PER_SECOND = 40
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_tenant_reranks_only_its_models_and_documents_count_as_texts(
+    server: RunningServer, served_dir: Path, rerankers: dict[str, Path], protocol: str
+) -> None:
+    allowed, other = sorted(rerankers)[:2]
+    tenants = served_dir / f"tenants-{protocol}.toml"
+    tenants.write_text(
+        tenant_toml("ranker", ["ranker-key"], [allowed], texts_rate=DOCUMENTS_PER_SECOND)
+    )
+    with running_edge(server.endpoints, tenants, served_dir / f"edge-{protocol}") as edge:
+        url = edge.grpc_url if protocol == "grpc" else edge.http_url
+        with EmbeddingClient(url, protocol, model=allowed, api_key="ranker-key") as client:  # type: ignore[arg-type]
+            assert len(client.rerank(QUERIES[0], DOCUMENTS)) == len(DOCUMENTS)
+            # More documents in one request than the quota holds: refused as
+            # too large, counted in documents, not requests.
+            with pytest.raises(InvalidInputError, match="more than this tenant's texts_per_second"):
+                client.rerank(QUERIES[0], ["d"] * (DOCUMENTS_PER_SECOND + 1))
+            with pytest.raises(AccessError, match=f"may not call model {other}"):
+                client.with_model(other).rerank(QUERIES[0], DOCUMENTS)

@@ -1,7 +1,7 @@
 """Python client, CLI and OpenAI-compatible gateway for the Triton embedding
 service (each catalog model's ensembles: NAME for texts, NAME_tokens for
 token ids, `embed` and `embed_tokens` by default; a reranker's NAME for
-(query, document) pairs)."""
+(query, document) pairs; a sparse encoder's NAME for texts, in sparse rows)."""
 
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.client import EmbeddingClient
@@ -13,6 +13,7 @@ from embedding_client.errors import (
     UnavailableError,
 )
 from embedding_client.rerank import Ranked
+from embedding_client.sparse import SparseRow
 from embedding_client.tokenization import ClientTokenizer
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidInputError",
     "Ranked",
     "ServerError",
+    "SparseRow",
     "UnavailableError",
     "decode_rows",
 ]

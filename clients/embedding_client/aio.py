@@ -20,9 +20,16 @@ from embedding_client.base import ClientBase
 from embedding_client.batching import Request
 from embedding_client.decode import assemble
 from embedding_client.errors import triton_errors
-from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
+from embedding_client.options import (
+    EmbedKwargs,
+    EmbedOptions,
+    Parameters,
+    SparseKwargs,
+    SparseOptions,
+)
 from embedding_client.plan import Plan, batch_limit
 from embedding_client.rerank import SCORE_OUTPUT, Ranked, rerank_call
+from embedding_client.sparse import SPARSE_OUTPUT, SparseRow, sparse_call
 from embedding_client.transport import Connection, Headers
 
 
@@ -134,6 +141,14 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
         requests = call.split(await self.max_batch_size(self.model))
         parts = await self._gather(self.model, requests, call.parameters, output=SCORE_OUTPUT)
         return call.ranked(parts)
+
+    async def embed_sparse(
+        self, texts: str | Sequence[str], **options: Unpack[SparseKwargs]
+    ) -> list[SparseRow]:
+        call = sparse_call(texts, SparseOptions(**options))
+        requests = call.split(await self.max_batch_size(self.model))
+        parameters = call.options.parameters()
+        return call.rows(await self._gather(self.model, requests, parameters, SPARSE_OUTPUT))
 
     async def max_batch_size(self, model: str) -> int:
         if model not in self._limits:

@@ -30,7 +30,7 @@ from embedding_client.files import (
     EmbeddingWriter,
     InputFileError,
     output_format,
-    read_text_file,
+    read_inputs,
 )
 from embedding_client.options import INPUT_TYPES, TRUNCATION_DIRECTIONS, EmbedKwargs
 from embedding_client.transport import DEFAULT_URLS, PROTOCOLS
@@ -84,16 +84,6 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_texts(args: argparse.Namespace) -> list[str]:
-    if args.texts and args.file:
-        raise InputFileError("give texts as arguments or --file, not both")
-    if args.texts:
-        return list(args.texts)
-    if args.file:
-        return read_text_file(args.file, args.field)
-    return sys.stdin.read().splitlines()
-
-
 def embed_all(
     client: EmbeddingClient, texts: list[str], args: argparse.Namespace, stream: BinaryIO
 ) -> None:
@@ -140,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
     try:
-        texts = read_texts(args)
+        texts = read_inputs(args.texts, args.file, args.field, "texts")
     except (InputFileError, OSError, UnicodeDecodeError) as error:
         command.error(str(error))
     if not texts:

@@ -18,9 +18,16 @@ from embedding_client.base import ClientBase
 from embedding_client.batching import Request
 from embedding_client.decode import assemble
 from embedding_client.errors import triton_errors
-from embedding_client.options import EmbedKwargs, EmbedOptions, Parameters
+from embedding_client.options import (
+    EmbedKwargs,
+    EmbedOptions,
+    Parameters,
+    SparseKwargs,
+    SparseOptions,
+)
 from embedding_client.plan import Plan, batch_limit
 from embedding_client.rerank import SCORE_OUTPUT, Ranked, rerank_call
+from embedding_client.sparse import SPARSE_OUTPUT, SparseRow, sparse_call
 from embedding_client.transport import (
     OUTPUT,
     Connection,
@@ -162,6 +169,18 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
             self.model, requests, call.parameters, self._headers, SCORE_OUTPUT
         )
         return call.ranked(parts)
+
+    def embed_sparse(
+        self, texts: str | Sequence[str], **options: Unpack[SparseKwargs]
+    ) -> list[SparseRow]:
+        """Each text's active vocabulary entries; the client's model must be
+        a sparse encoder. max_active_dims keeps that many of the largest."""
+        call = sparse_call(texts, SparseOptions(**options))
+        requests = call.split(self.max_batch_size(self.model))
+        parts = self._transport.infer_all(
+            self.model, requests, call.options.parameters(), self._headers, SPARSE_OUTPUT
+        )
+        return call.rows(parts)
 
     def max_batch_size(self, model: str) -> int:
         if model not in self._limits:

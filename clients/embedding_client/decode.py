@@ -37,6 +37,10 @@ _SPARSE: dict[str, Any] = _DECLARATION["sparse"]
 SPARSE_VALUE_DTYPES: dict[str, np.dtype] = {
     entry["name"]: np.dtype(entry["numpy"]) for entry in _SPARSE["value_dtypes"]
 }
+# The server's default for each sparse row option (dtype, max_active_dims).
+SPARSE_OPTION_DEFAULTS: dict[str, Any] = {
+    option["name"]: option["default"] for option in _SPARSE["options"]
+}
 _SPARSE_COUNT = np.dtype(_SPARSE["count"]["numpy"])
 _SPARSE_INDEX = np.dtype(_SPARSE["index"]["numpy"])
 

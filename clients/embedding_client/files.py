@@ -3,6 +3,7 @@ to .npy, JSONL or raw bytes, written chunk by chunk as they arrive."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import BinaryIO, Literal
 
@@ -16,6 +17,18 @@ JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 
 class InputFileError(ValueError):
     pass
+
+
+def read_inputs(items: list[str], file: Path | None, field: str, what: str) -> list[str]:
+    """A command's texts: its arguments, else --file, else standard input
+    (one per line); `what` names them in the refusal of both."""
+    if items and file:
+        raise InputFileError(f"give {what} as arguments or --file, not both")
+    if items:
+        return list(items)
+    if file:
+        return read_text_file(file, field)
+    return sys.stdin.read().splitlines()
 
 
 def read_text_file(path: Path, field: str) -> list[str]:

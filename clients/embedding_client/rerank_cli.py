@@ -19,7 +19,7 @@ import orjson
 
 from embedding_client.client import EmbeddingClient
 from embedding_client.errors import EmbeddingError
-from embedding_client.files import InputFileError, read_text_file
+from embedding_client.files import InputFileError, read_inputs
 from embedding_client.transport import DEFAULT_URLS, PROTOCOLS
 
 
@@ -49,21 +49,11 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_documents(args: argparse.Namespace) -> list[str]:
-    if args.documents and args.file:
-        raise InputFileError("give documents as arguments or --file, not both")
-    if args.documents:
-        return list(args.documents)
-    if args.file:
-        return read_text_file(args.file, args.field)
-    return sys.stdin.read().splitlines()
-
-
 def main(argv: list[str] | None = None) -> int:
     command = parser()
     args = command.parse_args(argv)
     try:
-        documents = read_documents(args)
+        documents = read_inputs(args.documents, args.file, args.field, "documents")
     except (InputFileError, OSError, UnicodeDecodeError) as error:
         command.error(str(error))
     url = args.url or DEFAULT_URLS[args.protocol]

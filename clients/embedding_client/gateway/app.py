@@ -45,8 +45,10 @@ class GatewaySettings:
     # Pass each client's own key on to a server with tenants, whose edge
     # checks it, instead of checking one key here.
     forward_api_key: bool = False
-    # Rerankers, by Triton name: they take texts, so no tokenizer here.
+    # Rerankers and sparse encoders, by Triton name: they take texts, so no
+    # tokenizer here.
     rerankers: tuple[str, ...] = ()
+    sparse: tuple[str, ...] = ()
 
 
 def create_app(settings: GatewaySettings) -> web.Application:
@@ -58,6 +60,8 @@ def create_app(settings: GatewaySettings) -> web.Application:
             web.post("/v1/rerank", partial(_rerank, "cohere", "1")),
             web.post("/v2/rerank", partial(_rerank, "cohere", "2")),
             web.post("/rerank", partial(_rerank, "tei", "")),
+            web.post("/embed", partial(_tei, EmbeddingsService.tei_embed)),
+            web.post("/embed_sparse", partial(_tei, EmbeddingsService.embed_sparse)),
             web.get("/v1/models", _list_models),
             web.get("/v1/models/{model}", _retrieve_model),
             web.get("/health/live", _live),
@@ -88,6 +92,7 @@ async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIter
         int(time.time()),
         forward_api_key=settings.forward_api_key,
         rerankers={name: client.with_model(name) for name in settings.rerankers},
+        sparse={name: client.with_model(name) for name in settings.sparse},
     )
     yield
     await client.close()
@@ -130,6 +135,20 @@ async def _rerank(api: Api, version: str, request: web.Request) -> web.Response:
         answer = await service.rerank(body, api, version, request.headers.get("Authorization"))
     except ApiError as error:
         return _json(error_body(error, api), error.status)
+    return _json(answer)
+
+
+async def _tei(
+    route: Callable[[EmbeddingsService, bytes, str | None], Awaitable[bytes]],
+    request: web.Request,
+) -> web.Response:
+    """One of TEI's embedding routes, its errors in TEI's shape."""
+    try:
+        service = _authorized(request)
+        body = await request.read()
+        answer = await route(service, body, request.headers.get("Authorization"))
+    except ApiError as error:
+        return _json(error_body(error, "tei"), error.status)
     return _json(answer)
 
 

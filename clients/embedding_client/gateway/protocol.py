@@ -12,9 +12,9 @@ Triton as request parameters of the same names.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import orjson
@@ -24,8 +24,7 @@ from embedding_client.options import (
     INPUT_TYPES,
     TEXT_OPTIONS,
     TRUNCATION_DIRECTIONS,
-    InputType,
-    TruncationDirection,
+    TextKwargs,
 )
 
 MAX_INPUTS = 2048
@@ -44,15 +43,6 @@ class TokenLimits:
     vocab_size: int
 
 
-class TextOptions(TypedDict, total=False):
-    """The text options a request sets (null is not set)."""
-
-    prompt_name: str
-    input_type: InputType
-    truncate: bool
-    truncation_direction: TruncationDirection
-
-
 @dataclass(frozen=True)
 class EmbeddingsRequest:
     """Exactly one of texts and token_rows is non-empty; text_options only
@@ -63,7 +53,7 @@ class EmbeddingsRequest:
     token_rows: list[list[int]]
     encoding_format: EncodingFormat
     dimensions: int | None
-    text_options: TextOptions
+    text_options: TextKwargs
 
 
 def parse_embeddings_request(
@@ -133,9 +123,10 @@ def model_not_found(model: str, served: Mapping[str, object]) -> ApiError:
     )
 
 
-def _text_options(payload: dict[str, Any]) -> TextOptions:
-    """Types and choices only: which prompts a model has is Triton's to say."""
-    options = TextOptions()
+def _text_options(payload: dict[str, Any]) -> TextKwargs:
+    """The text options a request sets (null is not set): types and choices
+    only, since which prompts a model has is Triton's to say."""
+    options = TextKwargs()
     if payload.get("prompt_name") is not None:
         options["prompt_name"] = _typed(payload, "prompt_name", str, "a string")
     if payload.get("input_type") is not None:
@@ -264,6 +255,36 @@ def render_embeddings(
     return orjson.dumps(
         {"object": "list", "data": data, "model": model, "usage": usage},
         option=orjson.OPT_SERIALIZE_NUMPY,
+    )
+
+
+def pick_model(value: object, names: Sequence[str], tasks: Mapping[str, str], kind: str) -> str:
+    """The model a request names among `names`, the gateway's models of one
+    kind ("reranker", ...), or without a name the only one; tasks: every
+    model the gateway serves, by name, for a message naming the task of a
+    model of another kind."""
+    if value is None:
+        if len(names) == 1:
+            return names[0]
+        if not names:
+            raise ApiError(404, f"This gateway serves no {kind}", param="model")
+        listed = ", ".join(f"'{name}'" for name in names)
+        raise bad_request(f"'model' is required: this gateway serves several ({listed})", "model")
+    if not isinstance(value, str):
+        raise bad_request(f"'model' must be a string, got {value!r}", "model")
+    if value in names:
+        return value
+    if value in tasks:
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise bad_request(
+            f"The model '{value}' is not {article} {kind} (its task is '{tasks[value]}')", "model"
+        )
+    listed = ", ".join(f"'{name}'" for name in names) or "none"
+    raise ApiError(
+        404,
+        f"The model '{value}' does not exist; this gateway's {kind}s: {listed}",
+        param="model",
+        code="model_not_found",
     )
 
 

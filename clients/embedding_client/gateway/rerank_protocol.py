@@ -20,7 +20,7 @@ from typing import Any, Literal
 import orjson
 
 from embedding_client.gateway.errors import ApiError, bad_request
-from embedding_client.gateway.protocol import json_object
+from embedding_client.gateway.protocol import json_object, pick_model
 from embedding_client.rerank import Ranked
 
 # Cohere's bound on documents per request.
@@ -59,7 +59,7 @@ def parse_rerank_request(
         raise bad_request(
             f"Unrecognized request argument supplied: {unknown[0]}", unknown[0], "unknown_parameter"
         )
-    model = _model(payload.get("model"), rerankers, tasks)
+    model = pick_model(payload.get("model"), rerankers, tasks, "reranker")
     query = payload.get("query")
     if not isinstance(query, str) or not query.strip():
         raise bad_request("'query' is required and must be a non-empty string", "query")
@@ -92,33 +92,6 @@ def parse_rerank_request(
     if truncate is not None and not isinstance(truncate, bool):
         raise bad_request(f"'truncate' must be a boolean, got {truncate!r}", "truncate")
     return RerankRequest(model, query, documents, None, _flag(payload, "return_text"), truncate)
-
-
-def _model(value: object, rerankers: Sequence[str], tasks: Mapping[str, str]) -> str:
-    if value is None:
-        if len(rerankers) == 1:
-            return rerankers[0]
-        if not rerankers:
-            raise ApiError(404, "This gateway serves no reranker", param="model")
-        names = ", ".join(f"'{name}'" for name in rerankers)
-        raise bad_request(
-            f"'model' is required: this gateway serves several rerankers ({names})", "model"
-        )
-    if not isinstance(value, str):
-        raise bad_request(f"'model' must be a string, got {value!r}", "model")
-    if value in rerankers:
-        return value
-    if value in tasks:
-        raise bad_request(
-            f"The model '{value}' is not a reranker (its task is '{tasks[value]}')", "model"
-        )
-    names = ", ".join(f"'{name}'" for name in rerankers) or "none"
-    raise ApiError(
-        404,
-        f"The model '{value}' does not exist; this gateway's rerankers: {names}",
-        param="model",
-        code="model_not_found",
-    )
 
 
 def _documents(value: object, field: str) -> list[str]:

@@ -2,12 +2,14 @@
 
     embedding-gateway --triton-url 127.0.0.1:8001 \
         --model all-MiniLM-L6-v2=model_repository/shared/tokenizer/1/tokenizer.json \
-        [--model NAME=TOKENIZER_JSON ...] [--reranker NAME ...] [--port 8080]
+        [--model NAME=TOKENIZER_JSON ...] [--reranker NAME ...] [--sparse NAME ...] \
+        [--port 8080]
 
 Each --model serves one of Triton's embedding models under its Triton name
-at /v1/embeddings, with that model's tokenizer.json; each --reranker one of
-its rerankers at /v1/rerank and /v2/rerank (Cohere's API) and /rerank
-(TEI's). With EMBEDDING_GATEWAY_API_KEY set, every request but the health
+at /v1/embeddings (OpenAI's API) and /embed (TEI's), with that model's
+tokenizer.json; each --reranker one of its rerankers at /v1/rerank and
+/v2/rerank (Cohere's API) and /rerank (TEI's); each --sparse one of its
+sparse encoders at /embed_sparse (TEI's). With EMBEDDING_GATEWAY_API_KEY set, every request but the health
 checks needs `Authorization: Bearer <that key>`.
 """
 
@@ -80,6 +82,15 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
         help="a reranker to serve, by its Triton name (repeat for more)",
     )
     parser.add_argument(
+        "--sparse",
+        dest="sparse",
+        type=triton_name,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a sparse encoder to serve, by its Triton name (repeat for more)",
+    )
+    parser.add_argument(
         "--max-in-flight",
         type=int,
         default=defaults.max_in_flight,
@@ -101,9 +112,9 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8080)
     args = parser.parse_args(argv)
-    names = [model.name for model in args.models] + args.rerankers
+    names = [model.name for model in args.models] + args.rerankers + args.sparse
     if not names:
-        parser.error("give at least one --model or --reranker")
+        parser.error("give at least one --model, --reranker or --sparse")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         parser.error(f"the model {repeated[0]} is given more than once")
@@ -120,6 +131,7 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
         args.priority,
         args.forward_api_key,
         tuple(args.rerankers),
+        tuple(args.sparse),
     )
     return settings, args.host, args.port
 
@@ -128,7 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     settings, host, port = parse_settings(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     names = ", ".join(
-        repr(name) for name in [m.name for m in settings.models] + list(settings.rerankers)
+        repr(name)
+        for name in [m.name for m in settings.models]
+        + list(settings.rerankers)
+        + list(settings.sparse)
     )
     print(
         f"embedding-gateway: http://{host}:{port}/v1 -> Triton gRPC {settings.triton_url}, "

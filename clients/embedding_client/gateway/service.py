@@ -29,6 +29,7 @@ from embedding_client.gateway.rerank_protocol import (
     render_cohere,
     render_tei,
 )
+from embedding_client.gateway.tei_protocol import parse_tei_request, render_dense, render_sparse
 from embedding_client.tokenization import ClientTokenizer
 
 OWNED_BY = "triton-embedding-service"
@@ -67,17 +68,22 @@ class EmbeddingsService:
         *,
         forward_api_key: bool = False,
         rerankers: Mapping[str, AsyncEmbeddingClient] | None = None,
+        sparse: Mapping[str, AsyncEmbeddingClient] | None = None,
     ) -> None:
-        """rerankers: a client bound to each reranker, by name; created: when
-        the models were first served (OpenAI's model objects carry it)."""
+        """rerankers, sparse: a client bound to each reranker and sparse
+        encoder, by name; created: when the models were first served
+        (OpenAI's model objects carry it)."""
         self._client = client
         self._created = created
         self._forward_api_key = forward_api_key
         self._models = {model.name: model for model in models}
         self._limits = {model.name: model.limits for model in models}
         self._rerankers = dict(rerankers or {})
-        self._tasks = dict.fromkeys(self._models, "embed") | dict.fromkeys(
-            self._rerankers, "rerank"
+        self._sparse = dict(sparse or {})
+        self._tasks = (
+            dict.fromkeys(self._models, "embed")
+            | dict.fromkeys(self._rerankers, "rerank")
+            | dict.fromkeys(self._sparse, "sparse")
         )
         self._api_key = api_key.encode() if api_key else None
 
@@ -125,6 +131,31 @@ class EmbeddingsService:
             if api == "cohere"
             else render_tei(ranked, request)
         )
+
+    async def tei_embed(self, body: bytes, authorization: str | None = None) -> bytes:
+        """TEI's /embed: texts to the model's text entry point."""
+        request = parse_tei_request(body, "embed", list(self._models), self._tasks)
+        client = self._keyed(self._models[request.model].client, authorization)
+        try:
+            vectors = await client.embed(
+                request.texts,
+                normalize=request.normalize,
+                dimensions=request.dimensions,
+                **request.text_options,
+            )
+        except EmbeddingError as error:
+            raise from_embedding_error(error, request.model) from error
+        return render_dense(vectors)
+
+    async def embed_sparse(self, body: bytes, authorization: str | None = None) -> bytes:
+        """TEI's /embed_sparse."""
+        request = parse_tei_request(body, "sparse", list(self._sparse), self._tasks)
+        client = self._keyed(self._sparse[request.model], authorization)
+        try:
+            rows = await client.embed_sparse(request.texts, **request.text_options)
+        except EmbeddingError as error:
+            raise from_embedding_error(error, request.model) from error
+        return render_sparse(rows)
 
     def _keyed(
         self, client: AsyncEmbeddingClient, authorization: str | None

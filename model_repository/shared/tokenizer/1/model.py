@@ -1,6 +1,6 @@
 """Triton Python model: UTF-8 texts -> token ids and attention masks.
 
-The first stage of a model's text entry point (`embed`): a request with a
+The first stage of a model's text entry point (`embed`, a sparse encoder's): a request with a
 bad output or text option (model_common.options, model_common.text_options)
 or a bad text is refused here, before any tokenizing; a good one's texts get
 the prompt it asks for and are truncated the way it asks; and good ones are tokenized
@@ -13,30 +13,42 @@ then padded to that request's longest text only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 from model_common.errors import ErrorKind, error_message
-from model_common.options import option_error
+from model_common.options import option_error, sparse_option_error
 from model_common.record import ExportRecord
 from model_common.text_options import TRUNCATION_DIRECTIONS, Prompts, TextOptions, text_options
 from model_common.tokens import pad_rows
 from model_common.triton import AdmissionDoor, invalid, read_texts
 from tokenizers import Encoding, Tokenizer
 
+OptionCheck = Callable[[Mapping[str, object]], str | None]
+
+
+def _row_option_check(record: ExportRecord) -> OptionCheck:
+    """The check of the options that shape the rows the model's entry point
+    answers: a sparse encoder's sparse rows, else embedding rows."""
+    if record.fields.get("task") == "sparse":
+        return partial(sparse_option_error, vocab_size=record.vocab_size)
+    # The embedding width bounds the `dimensions` option.
+    return partial(option_error, embedding_dim=record.embedding_dim)
+
 
 def _decode_texts(
     request: pb_utils.InferenceRequest,
     max_text_bytes: int,
-    embedding_dim: int,
+    option_check: OptionCheck,
     prompts: Prompts,
     truncate: bool,
 ) -> tuple[list[str], TextOptions] | pb_utils.TritonError:
     """The request's texts, each with its prompt before it, and its text
     options; or the error that refuses the request."""
     parameters = json.loads(request.parameters())
-    bad_option = option_error(parameters, embedding_dim)
+    bad_option = option_check(parameters)
     if bad_option:
         return invalid(bad_option)
     options = text_options(parameters, prompts, truncate)
@@ -51,8 +63,7 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         version_dir = Path(args["model_repository"]) / args["model_version"]
         record = ExportRecord.read(version_dir)
-        # The embedding width bounds the `dimensions` option checked here.
-        self._embedding_dim = record.embedding_dim
+        self._option_check = _row_option_check(record)
         self._prompts = Prompts.from_record(record.fields)
         path = version_dir / "tokenizer.json"
         tokenizer = Tokenizer.from_file(str(path))
@@ -82,7 +93,7 @@ class TritonPythonModel:
     ) -> list[pb_utils.InferenceResponse]:
         decoded = [
             _decode_texts(
-                request, self._max_text_bytes, self._embedding_dim, self._prompts, self._truncate
+                request, self._max_text_bytes, self._option_check, self._prompts, self._truncate
             )
             for request in requests
         ]

@@ -1,0 +1,48 @@
+"""A sparse encoder's call, shared by the sync and asyncio clients: the texts
+checked and cut into requests of at most the server's max batch size, and
+the sparse rows that come back decoded as views of the received bytes
+(docs/contract.md, "Sparse rows")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from embedding_client.batching import Request, checked_texts, split_texts
+from embedding_client.decode import decode_sparse_rows
+from embedding_client.options import SparseOptions
+
+# The output of a sparse encoder's entry point (model_repository/sparse/embed_sparse).
+SPARSE_OUTPUT = "SPARSE"
+
+
+class SparseRow(NamedTuple):
+    """One text's active vocabulary entries."""
+
+    indices: np.ndarray  # uint32, ascending
+    values: np.ndarray  # float32, or float16 with dtype="float16"
+
+
+@dataclass(frozen=True)
+class SparseCall:
+    texts: list[str]
+    options: SparseOptions
+
+    def split(self, limit: int) -> list[Request]:
+        return split_texts(self.texts, limit)
+
+    def rows(self, parts: Sequence[np.ndarray]) -> list[SparseRow]:
+        """Each text's row, in order, from each request's answer."""
+        return [
+            SparseRow(indices, values)
+            for part in parts
+            for indices, values in decode_sparse_rows(part, self.options.dtype)
+        ]
+
+
+def sparse_call(texts: str | Sequence[str], options: SparseOptions) -> SparseCall:
+    """The call, or InvalidInputError naming what is wrong with it."""
+    return SparseCall(checked_texts(texts), options)
