@@ -1,8 +1,8 @@
 """Export a sentence-transformers model to ONNX for the Triton embedding service.
 
 The folder's config_sentence_transformers.json says what it holds (model_type): a bi-encoder
-(SentenceTransformer, or none named) or a reranker (CrossEncoder); any other class (a
-SparseEncoder, an unknown one) is refused naming it.
+(SentenceTransformer, or none named), a reranker (CrossEncoder) or a sparse encoder
+(SparseEncoder, SPLADE); any other class is refused naming it.
 
 For a bi-encoder, the exported graph takes `input_ids` and `attention_mask` (int64 [batch,
 seq]) and returns `embedding` (L2-normalized, float32 [batch, D]) and `norm` (the L2 norm of the
@@ -49,11 +49,27 @@ check pairs; the graph's scores, batched and one pair at a time, must lie within
     export.json ("task": "rerank", inputs, max length, vocabulary sizes, activation, check
     results) into both folders.
 
+For a sparse encoder (an MLMTransformer, BERT, then SpladePooling with relu; --graph plain
+only), the graph takes `input_ids` and `attention_mask` (int64 [batch, seq]; token type ids are
+zeros inside the graph) and returns `activations` (float32 [batch, vocab]): log(1 + relu(MLM
+logits)), padding masked out, then the max or the sum over the sequence, as SpladePooling
+computes it: every activation, the model's max_active_dims (recorded) left to the server. The
+tokenizer is the bi-encoder's kind and must give SparseEncoder's ids; on the check texts,
+unprompted and after each prompt, the graph's rows, batched and one text at a time, must have
+SparseEncoder.encode's active terms (a term below 1e-4 may be active on one side only) and
+values within 1e-4. On success it writes, each file atomically:
+
+    <repository>/sparse/encoder/1/model.onnx
+    <repository>/shared/tokenizer/1/tokenizer.json   (truncation at max_seq_length, no padding)
+    export.json ("task": "sparse", pooling strategy, vocabulary size, prompts, max_active_dims,
+    check results) into both folders.
+
 This file is the command line and the order of the steps; each step is a module beside it:
-model_folder.py and rerank_folder.py (the folder read into a ModelSpec or a RerankSpec;
-model_families.py, what differs per family), st_model.py and served_tokenizer.py (the model and
-the tokenizer as loaded), embedding_head.py and rerank_head.py (the graphs), onnx_graph.py
-(trace, fuse, quantize), reference_check.py and score_check.py (the checks) and publish.py.
+model_folder.py, rerank_folder.py and sparse_folder.py (the folder read into a ModelSpec, a
+RerankSpec or a SparseSpec; model_families.py, what differs per family), st_model.py and
+served_tokenizer.py (the model and the tokenizer as loaded), embedding_head.py, rerank_head.py
+and sparse_head.py (the graphs), onnx_graph.py (trace, fuse, quantize), reference_check.py,
+score_check.py and sparse_check.py (the checks) and publish.py.
 """
 
 from __future__ import annotations
@@ -67,13 +83,28 @@ from embedding_head import EmbeddingGraph, head_modules
 from model_folder import default_model_dir, read_model_spec, read_task
 from onnx_graph import build_graph, check_onnx_file, example_inputs, example_pair_inputs
 from optimize_graph import GRAPH_KINDS, GraphKind
-from publish import RERANK_LAYOUT, export_record, publish, rerank_record
+from publish import (
+    RERANK_LAYOUT,
+    SPARSE_LAYOUT,
+    export_record,
+    publish,
+    rerank_record,
+    sparse_record,
+)
 from reference_check import MIN_COSINE, build_check_set, self_check
 from rerank_folder import read_rerank_spec
 from rerank_head import RerankGraph
 from score_check import build_pair_check_set, score_check
 from served_tokenizer import load_tokenizer
-from st_model import hf_encoder, load_checked_cross_encoder, load_checked_model
+from sparse_check import build_sparse_check_set, sparse_check
+from sparse_folder import read_sparse_spec
+from sparse_head import SparseGraph
+from st_model import (
+    hf_encoder,
+    load_checked_cross_encoder,
+    load_checked_model,
+    load_checked_sparse_encoder,
+)
 
 DEFAULT_OPSET = 17
 # Plain stays the default: the fused graph served no faster (perf/results/debian12-2core/
@@ -114,8 +145,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=GRAPH_KINDS,
         default=DEFAULT_GRAPH,
         help="graph to write: the exporter's (plain), with ONNX Runtime's transformer fusions "
-        "(fused), or fused and int8-quantized (int8, lower accuracy); a reranker exports plain "
-        "only (default: %(default)s)",
+        "(fused), or fused and int8-quantized (int8, lower accuracy); a reranker or a sparse "
+        "encoder exports plain only (default: %(default)s)",
     )
     return parser.parse_args(argv)
 
@@ -124,8 +155,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Exports, checks and publishes the model, as the task its folder holds."""
     args = parse_args(argv)
     model_dir = (args.model_dir or default_model_dir()).resolve()
-    if read_task(model_dir) == "rerank":
+    task = read_task(model_dir)
+    if task == "rerank":
         export_reranker(model_dir, args)
+    elif task == "sparse":
+        export_sparse_encoder(model_dir, args)
     else:
         export_embedder(model_dir, args)
 
@@ -189,6 +223,41 @@ def export_reranker(model_dir: Path, args: argparse.Namespace) -> None:
         f"inputs={'+'.join(graph.input_names)} max_seq_length={spec.max_seq_length} "
         f"activation={spec.activation} max_score_difference={result.max_difference:.2e} "
         f"over {result.num_pairs} pairs -> {model_path}"
+    )
+
+
+def export_sparse_encoder(model_dir: Path, args: argparse.Namespace) -> None:
+    """The sparse encoder: exports, checks and publishes its activations graph."""
+    if args.graph != "plain":
+        raise SystemExit(
+            f"{model_dir}: --graph {args.graph} is for bi-encoders; a sparse encoder "
+            "(SparseEncoder) exports the plain graph only"
+        )
+    spec = read_sparse_spec(model_dir)
+    model = load_checked_sparse_encoder(spec)
+    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
+    # Before the export: a tokenizer that differs from SparseEncoder's refuses it at once.
+    check = build_sparse_check_set(spec, model, tokenizer)
+    graph = SparseGraph(hf_encoder(model), spec.pooling_strategy)
+    with tempfile.TemporaryDirectory(prefix="export_onnx_") as workdir:
+        onnx_path, _ = build_graph(
+            graph,
+            example_inputs(tokenizer),
+            Path(workdir),
+            args.opset,
+            "plain",
+            spec.transformer_dir,
+        )
+        result = sparse_check(onnx_path, check)
+        record = sparse_record(spec, result, args.opset)
+        model_path = publish(args.repository.resolve(), onnx_path, tokenizer, record, SPARSE_LAYOUT)
+    print(
+        f"exported task=sparse {spec.model_type} ({spec.architecture}) graph=plain "
+        f"pooling={spec.pooling_strategy} activation={spec.activation_function} "
+        f"vocab_size={spec.vocab_size} max_seq_length={spec.max_seq_length} "
+        f"prompts={sorted(spec.prompts) or 'none'} max_active_dims={spec.max_active_dims} "
+        f"max_value_difference={result.max_difference:.2e} over {result.num_texts} texts "
+        f"-> {model_path}"
     )
 
 

@@ -16,8 +16,9 @@ each file atomically:
     <repository>/openvino_cpu/embedder/1/model.xml, model.bin
     <repository>/openvino_cpu/embedder/1/export.json   (the ONNX record, plus "openvino")
 
-Bi-encoders only: a repository holding a reranker's export (reranker/scorer/), or a reranker's
-weights folder, is refused with a message saying so.
+Bi-encoders only: a repository holding a reranker's export (reranker/scorer/) or a sparse
+encoder's (sparse/encoder/), or a reranker's or a sparse encoder's weights folder, is refused with
+a message saying so (sparse encoders are exported for ONNX Runtime only).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from engine_choice import (
 )
 from export_onnx import export_parser
 from model_folder import default_model_dir, read_json, read_model_spec, read_task
-from publish import EMBED_LAYOUT, RERANK_LAYOUT, write_atomically
+from publish import EMBED_LAYOUT, RERANK_LAYOUT, SPARSE_LAYOUT, write_atomically
 from reference_check import (
     CHECK_TEXTS,
     LONG_TEXT,
@@ -171,16 +172,29 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{repository} holds a reranker's export ({scorer_record}); export_openvino.py "
             f"converts a bi-encoder's ({onnx_dir}) only"
         )
+    sparse_record = repository / SPARSE_LAYOUT.model / "export.json"
+    if sparse_record.exists() and not (onnx_dir / "export.json").exists():
+        raise SystemExit(
+            f"{repository} holds a sparse encoder's export ({sparse_record}); sparse encoders "
+            f"are exported for ONNX Runtime only, export_openvino.py converts a bi-encoder's "
+            f"({onnx_dir})"
+        )
     onnx_path = onnx_dir / "model.onnx"
     onnx_record: dict[str, Any] = read_json(onnx_dir / "export.json")
     # The ONNX graph's own weights folder: a repository exported from another model than the
     # packaged one checks against that model.
     recorded = onnx_record.get("model_dir")
     model_dir = (args.model_dir or (Path(recorded) if recorded else default_model_dir())).resolve()
-    if read_task(model_dir) != "embed":
+    task = read_task(model_dir)
+    if task == "rerank":
         raise SystemExit(
             f"{model_dir} holds a reranker (CrossEncoder); export_openvino.py converts "
             "bi-encoders only"
+        )
+    if task == "sparse":
+        raise SystemExit(
+            f"{model_dir} holds a sparse encoder (SparseEncoder); sparse encoders are exported "
+            "for ONNX Runtime only, export_openvino.py converts bi-encoders"
         )
     spec = read_model_spec(model_dir)
     model = load_checked_model(spec)

@@ -1,5 +1,5 @@
 """The architecture families the export serves, and what differs between them: the transformers
-class each loads as (as a bi-encoder and as a reranker), where its position ids start, and whether
+class each loads as (as a bi-encoder, a reranker and a sparse encoder), where its position ids start, and whether
 its encoder takes token type ids."""
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ RERANK_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType(
         "xlm-roberta": "XLMRobertaForSequenceClassification",
     }
 )
+# The same for sparse encoders (SPLADE): config.json model_type -> the masked language model a
+# SparseEncoder's MLMTransformer loads. BERT only: the family of the published SPLADE models and of
+# the sparse test models (harness/sparse_encoder_models.py); others are refused by name.
+SPARSE_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType({"bert": "BertForMaskedLM"})
 # Where the position embeddings start after the padding id (RoBERTa-style position ids), the
 # last max_position_embeddings - (pad_token_id + 1) positions are the usable ones.
 PADDING_OFFSET_POSITIONS = frozenset({"xlm-roberta", "mpnet"})

@@ -2,7 +2,8 @@
 (config_sentence_transformers.json's model_type), then, for a bi-encoder, the ModelSpec the
 export works from: modules.json, the Pooling and head modules' configs, the Transformer's configs
 (architecture, max_seq_length, vocabulary size) and the prompts, refusing what the export cannot
-serve. What a reranker's folder (export/rerank_folder.py) has alike is read from here too."""
+serve. What a reranker's or a sparse encoder's folder (export/rerank_folder.py,
+export/sparse_folder.py) has alike is read from here too."""
 
 from __future__ import annotations
 
@@ -15,18 +16,22 @@ from typing import Any, Literal
 from model_families import SUPPORTED_MODEL_TYPES, usable_positions
 
 PoolingMode = Literal["mean", "cls", "lasttoken"]
-Task = Literal["embed", "rerank"]
+Task = Literal["embed", "rerank", "sparse"]
 
 # config_sentence_transformers.json's model_type names the sentence-transformers class that saved
 # the folder; a folder without one is a bi-encoder, as they were saved before other classes.
 ST_CONFIG = "config_sentence_transformers.json"
 DEFAULT_ST_MODEL_TYPE = "SentenceTransformer"
 TASKS_BY_ST_MODEL_TYPE: MappingProxyType[str, Task] = MappingProxyType(
-    {"SentenceTransformer": "embed", "CrossEncoder": "rerank"}
+    {"SentenceTransformer": "embed", "CrossEncoder": "rerank", "SparseEncoder": "sparse"}
 )
 # transformer_task (sentence_bert_config.json) -> what the graph reads from the model's forward.
 TRANSFORMER_OUTPUTS: MappingProxyType[str, str] = MappingProxyType(
-    {"feature-extraction": "last_hidden_state", "sequence-classification": "logits"}
+    {
+        "feature-extraction": "last_hidden_state",
+        "sequence-classification": "logits",
+        "fill-mask": "logits",
+    }
 )
 
 # Both the legacy boolean keys and the newer single `pooling_mode` values are accepted.
@@ -168,7 +173,7 @@ def check_head_modules(model_dir: Path, modules: list[dict[str, Any]]) -> None:
 
 def read_task(model_dir: Path) -> Task:
     """The task the folder holds, from config_sentence_transformers.json's model_type, refusing
-    the classes the export does not serve (a SparseEncoder, an unknown one) by name."""
+    the classes the export does not serve (an unknown one) by name."""
     path = model_dir / ST_CONFIG
     config = read_json(path) if path.exists() else {}
     if not isinstance(config, dict):
@@ -198,14 +203,17 @@ def read_model_type(
 
 
 def read_transformer_config(
-    transformer_dir: Path, transformer_task: str = "feature-extraction"
+    transformer_dir: Path,
+    transformer_task: str = "feature-extraction",
+    absent_task: str = "feature-extraction",
 ) -> dict[str, Any]:
     """Reads sentence_bert_config.json (absent in some older folders), refusing a Transformer
     module that does not run transformer_task on plain text, reading its usual output (the
-    encoder's last hidden state, a classifier's logits)."""
+    encoder's last hidden state, a classifier's or an MLM's logits). absent_task is the task of
+    a config that names none: an older MLMTransformer's is fill-mask."""
     path = transformer_dir / "sentence_bert_config.json"
     config: dict[str, Any] = read_json(path) if path.exists() else {}
-    task = config.get("transformer_task", "feature-extraction")
+    task = config.get("transformer_task", absent_task)
     if task != transformer_task:
         raise SystemExit(f"{path}: unsupported transformer_task {task!r}; only {transformer_task}")
     modality_config = config.get("modality_config", {"text": {}})

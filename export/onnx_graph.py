@@ -1,5 +1,5 @@
-"""Tracing the graph module (a bi-encoder's or a reranker's head) to one ONNX file, then fusing
-and quantizing it as --graph asks (export/optimize_graph.py)."""
+"""Tracing the graph module (a bi-encoder's, a reranker's or a sparse encoder's head) to one ONNX
+file, then fusing and quantizing it as --graph asks (export/optimize_graph.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from embedding_head import EmbeddingGraph
 from optimize_graph import GraphKind, attention_shape, fuse, quantize_int8
 from rerank_head import RerankGraph
 from served_tokenizer import pad_batch, pad_inputs
+from sparse_head import SparseGraph
 from tokenizers import Tokenizer
 
-Graph = EmbeddingGraph | RerankGraph
+Graph = EmbeddingGraph | RerankGraph | SparseGraph
 
 
 @dataclass(frozen=True)

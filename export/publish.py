@@ -1,6 +1,7 @@
 """Writing the export into the repository, each file atomically: model.onnx, the serving
 tokenizer.json, and the export.json record into every folder that reads it; where each goes is
-the task's RepositoryLayout (a bi-encoder's embedder, a reranker's scorer)."""
+the task's RepositoryLayout (a bi-encoder's embedder, a reranker's scorer, a sparse encoder's
+encoder)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from onnx_graph import GraphBuild
 from reference_check import MIN_COSINE, CheckResult
 from rerank_folder import RerankSpec
 from score_check import MAX_SCORE_DIFFERENCE, ScoreCheckResult
+from sparse_check import MAX_VALUE_DIFFERENCE, SparseCheckResult
+from sparse_folder import SparseSpec
+from sparse_head import SPARSE_INPUTS
 from tokenizers import Tokenizer
 
 
@@ -42,6 +46,12 @@ RERANK_LAYOUT = RepositoryLayout(
     "reranker/scorer/1",
     "reranker/pair_tokenizer/1",
     ("reranker/scorer/1", "reranker/pair_tokenizer/1"),
+)
+# The sparse encoder's texts are tokenized as a bi-encoder's, by the same tokenizer stage.
+SPARSE_LAYOUT = RepositoryLayout(
+    "sparse/encoder/1",
+    "shared/tokenizer/1",
+    ("sparse/encoder/1", "shared/tokenizer/1"),
 )
 
 
@@ -128,6 +138,37 @@ def rerank_record(
         "max_score_difference": result.max_difference,
         "num_check_pairs": result.num_pairs,
         "check_score_differences": result.differences,
+        "versions": library_versions(),
+    }
+
+
+def sparse_record(spec: SparseSpec, result: SparseCheckResult, opset: int) -> dict[str, Any]:
+    """The content of a sparse encoder's export.json: what the encoder and the shared tokenizer
+    stage need (the tokenizer stage reads max_seq_length, vocab_size, prompts and
+    default_prompt_name, named as in the bi-encoder's record) and the check's results."""
+    return {
+        "task": "sparse",
+        "graph": "plain",
+        "model_dir": str(spec.model_dir),
+        "model_type": spec.model_type,
+        "architecture": spec.architecture,
+        "modules": list(spec.modules),
+        "pooling_strategy": spec.pooling_strategy,
+        "activation_function": spec.activation_function,
+        "inputs": list(SPARSE_INPUTS),
+        "max_seq_length": spec.max_seq_length,
+        # The activations' width, and the bound token ids must lie below.
+        "vocab_size": spec.vocab_size,
+        "prompts": spec.prompts,
+        "default_prompt_name": spec.default_prompt_name,
+        # How many of a row's largest values SparseEncoder.encode keeps unasked; null: all. The
+        # graph returns them all.
+        "max_active_dims": spec.max_active_dims,
+        "opset": opset,
+        "max_value_difference_allowed": MAX_VALUE_DIFFERENCE,
+        "max_value_difference": result.max_difference,
+        "num_check_texts": result.num_texts,
+        "check_results": result.texts,
         "versions": library_versions(),
     }
 

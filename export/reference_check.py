@@ -19,10 +19,11 @@ from engine_choice import MIN_COSINE as FLOAT32_MIN_COSINE
 from model_folder import ModelSpec
 from optimize_graph import GraphKind
 from served_tokenizer import IntArray, pad_batch
+from sparse_folder import SparseSpec
 from tokenizers import Encoding, Tokenizer
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer, SparseEncoder
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -107,7 +108,7 @@ def row_cosines(left: FloatArray, right: FloatArray) -> FloatArray:
     return np.sum(l2_normalize(left) * l2_normalize(right), axis=1)
 
 
-def check_cases(spec: ModelSpec) -> tuple[CheckCase, ...]:
+def check_cases(spec: ModelSpec | SparseSpec) -> tuple[CheckCase, ...]:
     """CHECK_TEXTS without a prompt, then PROMPTED_CHECK_TEXTS after each non-empty prompt (an
     empty one is the unprompted text)."""
     cases = [CheckCase(text[:40], None, text) for text in CHECK_TEXTS]
@@ -119,7 +120,7 @@ def check_cases(spec: ModelSpec) -> tuple[CheckCase, ...]:
     return tuple(cases)
 
 
-def served_text(spec: ModelSpec, case: CheckCase) -> str:
+def served_text(spec: ModelSpec | SparseSpec, case: CheckCase) -> str:
     """The text as the tokenizer stage tokenizes it: the prompt, then the text."""
     return (spec.prompts[case.prompt_name] if case.prompt_name else "") + case.text
 
@@ -146,7 +147,7 @@ def encode_reference(
 
 
 def sentence_transformers_ids(
-    model: SentenceTransformer, texts: list[str], prompt: str
+    model: SentenceTransformer | SparseEncoder, texts: list[str], prompt: str
 ) -> list[list[int]]:
     """The token ids sentence-transformers feeds the encoder for each text (the prompt put
     before it as encode() puts it), padding removed."""
@@ -160,8 +161,8 @@ def sentence_transformers_ids(
 
 
 def check_token_ids(
-    spec: ModelSpec,
-    model: SentenceTransformer,
+    spec: ModelSpec | SparseSpec,
+    model: SentenceTransformer | SparseEncoder,
     cases: Sequence[CheckCase],
     ours: Sequence[Encoding],
 ) -> None:

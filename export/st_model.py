@@ -1,6 +1,6 @@
 """Loading the sentence-transformers model the graph is traced from and checked against (a
-SentenceTransformer, or a CrossEncoder for a reranker): on CPU, in float32, offline, and the very
-model its folder's spec describes."""
+SentenceTransformer, a CrossEncoder for a reranker or a SparseEncoder for a sparse encoder): on
+CPU, in float32, offline, and the very model its folder's spec describes."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import torch
 from model_families import RERANK_MODEL_TYPES, SUPPORTED_MODEL_TYPES
 from model_folder import ModelSpec
 from rerank_folder import RerankSpec
+from sparse_folder import SparseSpec
 
 if TYPE_CHECKING:
-    from sentence_transformers import CrossEncoder, SentenceTransformer
+    from sentence_transformers import CrossEncoder, SentenceTransformer, SparseEncoder
 
 
 def load_sentence_transformer(model_dir: Path) -> SentenceTransformer:
@@ -84,9 +85,37 @@ def load_checked_cross_encoder(spec: RerankSpec) -> CrossEncoder:
     return model
 
 
-def hf_encoder(model: SentenceTransformer | CrossEncoder) -> torch.nn.Module:
+def load_checked_sparse_encoder(spec: SparseSpec) -> SparseEncoder:
+    """Loads the SparseEncoder on CPU, in float32, offline, and makes sure it is the one the spec
+    describes: the masked language model's class, SpladePooling's strategy and activation, and
+    the max length it truncates at. Its default max_active_dims is lifted: the graph returns
+    every activation, and the check compares them all (the record carries the default)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from sentence_transformers import SparseEncoder
+
+    model = SparseEncoder(str(spec.model_dir), device="cpu", model_kwargs={"dtype": torch.float32})
+    mlm = hf_encoder(model)
+    pooling = model[1]
+    loaded = (type(mlm).__name__, pooling.pooling_strategy, pooling.activation_function)
+    expected = (spec.architecture, spec.pooling_strategy, spec.activation_function)
+    if loaded != expected:
+        raise SystemExit(
+            f"{spec.model_dir}: loaded as (class, pooling, activation) {loaded}, the folder "
+            f"says {expected}"
+        )
+    if model.max_seq_length != spec.max_seq_length:
+        print(
+            f"max_seq_length: sentence-transformers reads {model.max_seq_length}, the encoder "
+            f"has {spec.max_seq_length} positions; both truncate at {spec.max_seq_length}"
+        )
+        model.max_seq_length = spec.max_seq_length
+    model.max_active_dims = None
+    return model
+
+
+def hf_encoder(model: SentenceTransformer | CrossEncoder | SparseEncoder) -> torch.nn.Module:
     """Returns the Hugging Face model inside the sentence-transformers Transformer module (a
-    CrossEncoder's: the sequence classifier)."""
+    CrossEncoder's: the sequence classifier; a SparseEncoder's: the masked language model)."""
     for module in model:
         if hasattr(module, "auto_model"):
             return module.auto_model

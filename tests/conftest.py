@@ -1,8 +1,8 @@
 """Fixtures: a real tritonserver on free loopback ports (the shipped models,
 and a variant that refuses bursts), reference embeddings from
 sentence-transformers on the original weights, and the random-weight model of
-each family and the random-weight rerankers, built once for every module that
-serves or exports them."""
+each family, the random-weight rerankers and the random-weight sparse
+encoders, built once for every module that serves or exports them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from embedding_requests import SAMPLE_TEXTS
 from tritonclient.grpc import model_config_pb2
 
-from harness import cross_encoder_models
+from harness import cross_encoder_models, sparse_encoder_models
 from harness.export_environment import run_in_export_environment
 from harness.family_models import FAMILY_NAMES, build_in_export_environment
 from harness.priority import INTERACTIVE
@@ -79,3 +79,13 @@ def cross_encoder_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     out = tmp_path_factory.mktemp("cross_encoders")
     cross_encoder_models.build_in_export_environment(out)
     return {name: out / name for name in cross_encoder_models.CROSS_ENCODER_NAMES}
+
+
+@pytest.fixture(scope="session")
+def sparse_encoder_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A SparseEncoder folder per test sparse encoder (harness/sparse_encoder_models.py):
+    bert_max (max pooling, a query prompt) and bert_sum (sum pooling), the same random weights;
+    the tests copy a folder before they change it."""
+    out = tmp_path_factory.mktemp("sparse_encoders")
+    sparse_encoder_models.build_in_export_environment(out)
+    return {name: out / name for name in sparse_encoder_models.SPARSE_ENCODER_NAMES}
