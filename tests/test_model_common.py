@@ -23,7 +23,7 @@ from model_common.options import (
     option_error,
     sparse_option_error,
 )
-from model_common.rows import Embeddings, embed_in_groups, groups_by_tokens
+from model_common.rows import Embeddings, embed_in_groups, groups_by_tokens, keep_largest
 from model_common.text_options import Prompts, TextOptions, text_options
 from model_common.tokens import TokenLimits, stack_tokens, token_error
 
@@ -294,3 +294,12 @@ def test_text_options(
     parameters: dict[str, object], prompts: Prompts, expected: TextOptions | str
 ) -> None:
     assert text_options(parameters, prompts, truncate_default=True) == expected
+
+
+def test_keep_largest_keeps_the_k_largest_ties_to_the_lower_index() -> None:
+    rows = np.array([[0.0, 2.0, 1.0, 2.0, 3.0], [1.0, 1.0, 1.0, 0.0, 0.5]], np.float32)
+    np.testing.assert_array_equal(
+        keep_largest(rows, 2), [[0.0, 2.0, 0.0, 0.0, 3.0], [1.0, 1.0, 0.0, 0.0, 0.0]]
+    )
+    np.testing.assert_array_equal(keep_largest(rows, 3)[0], [0.0, 2.0, 0.0, 2.0, 3.0])
+    assert keep_largest(rows, 5) is rows

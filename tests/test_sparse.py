@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -43,10 +44,23 @@ TOP_K = 5
 MANY = 20
 
 
+# A model whose own config keeps this many entries per row unless asked.
+DEFAULT_KEPT = 3
+
+
 @pytest.fixture(scope="module")
-def encoders(sparse_encoder_folders: dict[str, Path]) -> dict[str, Path]:
-    """Catalog name -> sparse encoder folder."""
-    return {f"{key}-sparse": folder for key, folder in sparse_encoder_folders.items()}
+def encoders(
+    sparse_encoder_folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Catalog name -> sparse encoder folder: the test models, and a copy of
+    the first whose config sets max_active_dims."""
+    folders = {f"{key}-sparse": folder for key, folder in sparse_encoder_folders.items()}
+    kept = tmp_path_factory.mktemp("kept") / "model"
+    shutil.copytree(sparse_encoder_folders["bert_max"], kept)
+    config_path = kept / "config_sentence_transformers.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "max_active_dims": DEFAULT_KEPT}))
+    return {**folders, "kept-sparse": kept}
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +100,11 @@ def expected(encoders: dict[str, Path]) -> dict[tuple[str, str], Reference]:
         "top_k": {"max_active_dims": TOP_K},
         "query": {"prompt_name": "query"},
     }
-    keys = [(name, case) for name in encoders for case in cases]
+    # Every model plain; the first (which has the prompt) in each case.
+    first = sorted(encoders)[0]
+    keys = [(name, "plain") for name in encoders] + [
+        (first, case) for case in cases if case != "plain"
+    ]
     jobs = [
         {"model_dir": str(encoders[name]), "texts": SAMPLE_TEXTS, **cases[case]}
         for name, case in keys
@@ -188,12 +206,20 @@ def test_each_encoder_answers_like_sparse_encoder_in_its_bytes(
         vocabulary = json.loads(record.read_text())["vocab_size"]
         counts = [len(indices) for indices, _ in expected[name, "plain"]]
         assert 0 < max(counts) < vocabulary / 2, counts
+        if name == "kept-sparse":
+            # Its own default, applied unasked, and overridden when asked.
+            assert max(counts) == DEFAULT_KEPT, counts
+            wider = _rows_by_hand(
+                _sparse_raw(client, name, SAMPLE_TEXTS, {"max_active_dims": 9}), "<f4"
+            )
+            assert max(len(indices) for indices, _ in wider) > DEFAULT_KEPT
 
 
 def test_pooling_sum_and_max_differ(expected: dict[tuple[str, str], Reference]) -> None:
-    names = sorted({name for name, _ in expected})
-    firsts = [expected[name, "plain"][0][1].sum() for name in names]
-    assert len(set(firsts)) == len(firsts), firsts
+    firsts = [
+        expected[name, "plain"][0][1].sum() for name in ("bert_max-sparse", "bert_sum-sparse")
+    ]
+    assert firsts[0] != firsts[1], firsts
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

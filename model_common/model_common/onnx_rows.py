@@ -35,6 +35,9 @@ _TRITON_INPUTS = {
     "token_type_ids": "TOKEN_TYPE_IDS",
 }
 Feeds = dict[str, np.ndarray]  # the graph's inputs, by name: [rows, length] each
+# A request with its graph inputs, checked.
+# (A string: triton_python_backend_utils has no InferenceRequest when a stage is imported.)
+Checked = tuple["pb_utils.InferenceRequest", Feeds]
 
 
 def type_error(token_type_ids: np.ndarray, input_ids: np.ndarray, segments: int) -> str | None:
@@ -64,6 +67,7 @@ class OnnxRows:
     def initialize(self, args: dict[str, str]) -> None:
         setup = EmbedderSetup.from_args(args)
         fields = setup.record.fields
+        self._fields = fields
         inputs = fields.get("inputs")
         if not isinstance(inputs, list):
             raise ValueError("the export record names no graph inputs; export the model again")
@@ -91,7 +95,7 @@ class OnnxRows:
         checked = [self._read(request) for request in requests]
         return respond_in_order(checked, self._run_requests)
 
-    def _read(self, request: pb_utils.InferenceRequest) -> Feeds | pb_utils.TritonError:
+    def _read(self, request: pb_utils.InferenceRequest) -> Checked | pb_utils.TritonError:
         """The request's graph inputs, or the error that refuses it."""
         feeds = {
             name: pb_utils.get_input_tensor_by_name(request, _TRITON_INPUTS[name]).as_numpy()
@@ -100,21 +104,25 @@ class OnnxRows:
         error = token_error(feeds["input_ids"], feeds["attention_mask"], self._limits)
         if error is None and self._segments is not None:
             error = type_error(feeds["token_type_ids"], feeds["input_ids"], self._segments)
-        return invalid(error) if error else feeds
+        return invalid(error) if error else (request, feeds)
 
-    def _run_requests(self, batch: list[Feeds]) -> list[pb_utils.InferenceResponse]:
+    def _run_requests(self, batch: list[Checked]) -> list[pb_utils.InferenceResponse]:
         """All requests' rows run together; where a request's values break
         the graph, each request alone, so one never fails the others."""
         try:
-            rows = self._run(_stack(batch))
+            rows = self._run(_stack([feeds for _, feeds in batch]))
         except _RUN_ERRORS:
-            return [self._run_alone(feeds) for feeds in batch]
-        splits = np.cumsum([feeds["input_ids"].shape[0] for feeds in batch])[:-1]
-        return [self._response(part) for part in np.split(rows, splits)]
+            return [self._run_alone(checked) for checked in batch]
+        splits = np.cumsum([feeds["input_ids"].shape[0] for _, feeds in batch])[:-1]
+        return [
+            self._response(self._finish(part, request))
+            for part, (request, _) in zip(np.split(rows, splits), batch, strict=True)
+        ]
 
-    def _run_alone(self, feeds: Feeds) -> pb_utils.InferenceResponse:
+    def _run_alone(self, checked: Checked) -> pb_utils.InferenceResponse:
+        request, feeds = checked
         try:
-            return self._response(self._run(feeds))
+            return self._response(self._finish(self._run(feeds), request))
         except _RUN_ERRORS as error:
             return pb_utils.InferenceResponse(
                 error=invalid(
@@ -136,6 +144,11 @@ class OnnxRows:
         rows = np.empty((len(lengths), outputs[0].shape[1]), np.float32)
         for group, output in zip(groups, outputs, strict=True):
             rows[group] = output
+        return rows
+
+    def _finish(self, rows: np.ndarray, request: pb_utils.InferenceRequest) -> np.ndarray:
+        """A request's rows as answered; a model may apply what its record
+        and the request's parameters ask for."""
         return rows
 
     def _response(self, rows: np.ndarray) -> pb_utils.InferenceResponse:

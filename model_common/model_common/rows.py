@@ -66,3 +66,15 @@ def embed_in_groups(
         embedding[group] = group_embedding
         norm[group] = group_norm
     return embedding, norm
+
+
+def keep_largest(rows: np.ndarray, kept: int) -> np.ndarray:
+    """rows [n, width] with all but each row's `kept` largest values zeroed
+    (ties to the lower index, as the serializer's max_active_dims)."""
+    if kept >= rows.shape[1]:
+        return rows
+    # A stable sort of the negated values puts equal values in index order.
+    order = np.argsort(-rows, axis=1, kind="stable")[:, :kept]
+    out = np.zeros_like(rows)
+    np.put_along_axis(out, order, np.take_along_axis(rows, order, axis=1), axis=1)
+    return out

@@ -2,13 +2,35 @@
 vocabulary-wide activations (log(1 + relu(logits)) pooled over the text, in
 the graph), running the exported ONNX graph (1/model.onnx) under ONNX
 Runtime (model_common.onnx_rows says how requests are checked and run). The
-serializer behind it writes only each row's active entries."""
+serializer behind it writes only each row's active entries, the largest
+max_active_dims where a request asks; where it does not and the model has a
+default (its record's max_active_dims, as SparseEncoder.encode applies it),
+the rest are zeroed here.
+"""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
 from model_common.onnx_rows import OnnxRows
+from model_common.rows import keep_largest
+
+# The request parameter that keeps the k largest values (the serializer's).
+_MAX_ACTIVE_DIMS = "max_active_dims"
 
 
 class TritonPythonModel(OnnxRows):
     graph_output = "activations"
     triton_output = "ACTIVATIONS"
+
+    def initialize(self, args: dict[str, str]) -> None:
+        super().initialize(args)
+        default = self._fields.get(_MAX_ACTIVE_DIMS)
+        self._default_kept = None if default is None else int(str(default))
+
+    def _finish(self, rows: np.ndarray, request: pb_utils.InferenceRequest) -> np.ndarray:
+        if self._default_kept is None or _MAX_ACTIVE_DIMS in json.loads(request.parameters()):
+            return rows
+        return keep_largest(rows, self._default_kept)
