@@ -46,13 +46,13 @@ def running_gateway(
     *,
     api_key: str | None = None,
     extra_args: tuple[str, ...] = (),
+    program: Sequence[str] = (sys.executable, "-m", "embedding_client.gateway.server"),
 ) -> Iterator[RunningGateway]:
-    """models: (name, tokenizer.json) of each model to serve, `--model` each."""
+    """models: (name, tokenizer.json) of each model to serve, `--model` each;
+    program: the command that runs the gateway."""
     port = free_loopback_port()
     command = [
-        sys.executable,
-        "-m",
-        "embedding_client.gateway.server",
+        *program,
         f"--triton-url={triton_grpc_url}",
         *(f"--model={name}={tokenizer}" for name, tokenizer in models),
         "--host=127.0.0.1",

@@ -385,3 +385,42 @@ def test_bad_sparse_requests_are_refused_naming_the_field(
     assert answered == status, body
     message = body["error"]["message"] if route == "/v1/embeddings" else body["error"]
     assert named in message, message
+
+
+def test_the_gateway_serves_the_catalog_by_name(
+    server: RunningServer, served_dir: Path, catalog: Catalog
+) -> None:
+    """scripts/gateway.sh --catalog: every name of every entry, each on its
+    task's routes, no path given."""
+    with running_gateway(
+        server.grpc_url,
+        [],
+        served_dir / "gateway-catalog.log",
+        extra_args=(f"--catalog={catalog.path}",),
+        program=(str(REPO_ROOT / "scripts" / "gateway.sh"),),
+    ) as gateway:
+        with urllib.request.urlopen(f"{gateway.url}/v1/models", timeout=30) as reply:
+            listed = {model["id"] for model in json.loads(reply.read())["data"]}
+        assert listed == {name for model in catalog.models for name in model.names}
+        for name in ("embed", "all-MiniLM-L6-v2"):
+            status, body = _post(gateway, "/v1/embeddings", {"model": name, "input": "text"})
+            assert status == 200 and len(body["data"][0]["embedding"]) == 384, body
+        sparse = sorted(model.name for model in catalog.models if model.task == "sparse")
+        status, body = _post(gateway, "/embed_sparse", {"model": sparse[0], "inputs": "text"})
+        assert status == 200 and body[0], body
+
+
+def test_a_catalog_the_gateway_cannot_serve_is_refused_naming_why(tmp_path: Path) -> None:
+    missing = tmp_path / "models.toml"
+    missing.write_text('[[models]]\nname = "never-exported"\npath = "/nonexistent"\n')
+    done = subprocess.run(
+        [
+            str(REPO_ROOT / "scripts" / "gateway.sh"),
+            "--triton-url=127.0.0.1:1",
+            f"--catalog={missing}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "never-exported" in done.stderr, done.stderr

@@ -4,12 +4,14 @@
         --model all-MiniLM-L6-v2=model_repository/shared/tokenizer/1/tokenizer.json \
         [--model NAME=TOKENIZER_JSON ...] [--reranker NAME ...] [--sparse NAME ...] \
         [--port 8080]
+    scripts/gateway.sh --triton-url 127.0.0.1:8001 --catalog models.toml
 
 Each --model serves one of Triton's embedding models under its Triton name
 at /v1/embeddings (OpenAI's API) and /embed (TEI's), with that model's
 tokenizer.json; each --reranker one of its rerankers at /v1/rerank and
 /v2/rerank (Cohere's API) and /rerank (TEI's); each --sparse one of its
-sparse encoders at /embed_sparse (TEI's). With EMBEDDING_GATEWAY_API_KEY set, every request but the health
+sparse encoders at /embed_sparse (TEI's). --catalog serves every model of
+the catalog the server runs, by each of its names. With EMBEDDING_GATEWAY_API_KEY set, every request but the health
 checks needs `Authorization: Bearer <that key>`.
 """
 
@@ -56,6 +58,28 @@ def model_argument(value: str) -> GatewayModel:
     return GatewayModel(name, path)
 
 
+def _add_catalog(args: argparse.Namespace, path: Path) -> str | None:
+    """Adds the catalog's models to those named one by one; or why not."""
+    try:
+        from server.gateway_catalog import gateway_catalog
+    except ModuleNotFoundError:
+        return (
+            "--catalog reads the service's catalog and exports with its server/ package: run "
+            "scripts/gateway.sh in the service's checkout, or name each model with --model, "
+            "--reranker or --sparse"
+        )
+    catalog = gateway_catalog(path.resolve())
+    if isinstance(catalog, str):
+        return catalog
+    try:
+        args.models += [model_argument(f"{name}={tokenizer}") for name, tokenizer in catalog.models]
+    except argparse.ArgumentTypeError as error:
+        return str(error)
+    args.rerankers += catalog.rerankers
+    args.sparse += catalog.sparse
+    return None
+
+
 def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
     defaults = GatewaySettings("", ())
     parser = argparse.ArgumentParser(
@@ -91,6 +115,13 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
         help="a sparse encoder to serve, by its Triton name (repeat for more)",
     )
     parser.add_argument(
+        "--catalog",
+        type=Path,
+        metavar="FILE",
+        help="serve every model of the service's catalog, by name (each embedding model's "
+        "tokenizer from its export); needs the service's checkout, as scripts/gateway.sh runs",
+    )
+    parser.add_argument(
         "--max-in-flight",
         type=int,
         default=defaults.max_in_flight,
@@ -112,6 +143,10 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8080)
     args = parser.parse_args(argv)
+    if args.catalog is not None:
+        refusal = _add_catalog(args, args.catalog)
+        if refusal:
+            parser.error(refusal)
     names = [model.name for model in args.models] + args.rerankers + args.sparse
     if not names:
         parser.error("give at least one --model, --reranker or --sparse")
