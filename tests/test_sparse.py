@@ -26,6 +26,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, SparseRow
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
+from huggingface_hub import InferenceClient
 from tritonclient.utils import InferenceServerException
 
 from harness.export_environment import run_in_export_environment
@@ -355,9 +356,12 @@ def test_tei_embed_sparse_through_the_gateway(
         for row in answer
     ]
     _assert_rows_match(rows, [expected[name, "plain"][SAMPLE_TEXTS.index(t)] for t in texts])
-    # TEI's dense /embed serves the embedding model beside it, named or alone.
-    status, dense = _post(gateway, "/embed", {"inputs": "one text"})
-    assert status == 200 and len(dense) == 1 and len(dense[0]) == 384, dense
+    # TEI's dense /embed serves the embedding model beside it, named or alone,
+    # and so does its root route, as huggingface_hub's InferenceClient calls it.
+    status, dense = _post(gateway, "/embed", {"inputs": texts})
+    assert status == 200 and len(dense) == len(texts) and len(dense[0]) == 384, dense
+    hub = InferenceClient(base_url=gateway.url).feature_extraction(texts[0])
+    np.testing.assert_allclose(hub, np.asarray(dense[:1], np.float32), atol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,8 @@ def create_app(settings: GatewaySettings) -> web.Application:
             web.post("/v2/rerank", partial(_rerank, "cohere", "2")),
             web.post("/rerank", partial(_rerank, "tei", "")),
             web.post("/embed", partial(_tei, EmbeddingsService.tei_embed)),
+            # TEI's root route, which huggingface_hub's InferenceClient posts to.
+            web.post("/", partial(_tei, EmbeddingsService.tei_embed)),
             web.post("/embed_sparse", partial(_tei, EmbeddingsService.embed_sparse)),
             web.get("/v1/models", _list_models),
             web.get("/v1/models/{model}", _retrieve_model),
