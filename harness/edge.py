@@ -14,7 +14,7 @@ from harness.server import EndpointUrls
 from server.edge import Edge, find_envoy
 from server.edge.config import EdgePorts
 from server.launch import EXIT_TIMEOUT_S, Endpoints
-from server.tenants import read_tenants
+from server.tenants import CatalogStages, read_tenants
 
 
 class EdgeStartError(StartError):
@@ -59,23 +59,31 @@ class RunningEdge(EndpointUrls):
     edge: Edge
     tenants_path: Path
     endpoints: Endpoints
+    catalog: CatalogStages | None = None
 
     def reload(self) -> str | None:
         """Applies the tenants file as it is now: None, or why it was refused."""
-        tenants = read_tenants(self.tenants_path)
+        tenants = read_tenants(self.tenants_path, self.catalog)
         if isinstance(tenants, list):
             return "\n".join(tenants)
         return self.edge.apply(tenants)
 
 
 @contextmanager
-def running_edge(triton: Endpoints, tenants_path: Path, workdir: Path) -> Iterator[RunningEdge]:
+def running_edge(
+    triton: Endpoints,
+    tenants_path: Path,
+    workdir: Path,
+    catalog: CatalogStages | None = None,
+) -> Iterator[RunningEdge]:
     """Envoy on free loopback ports in front of `triton`, enforcing the
-    tenants file; stopped on exit."""
+    tenants file; stopped on exit. `catalog` (Catalog.stages): as the
+    launcher's edge, tenants may read their models' stages; None: their
+    models' entry points only."""
     envoy = find_envoy()
     if isinstance(envoy, str):
         raise EdgeStartError(envoy)
-    tenants = read_tenants(tenants_path)
+    tenants = read_tenants(tenants_path, catalog)
     if isinstance(tenants, list):
         raise EdgeStartError("\n".join(tenants))
     http, grpc, admin = free_loopback_ports(3)
@@ -87,6 +95,6 @@ def running_edge(triton: Endpoints, tenants_path: Path, workdir: Path) -> Iterat
     if error is not None:
         raise EdgeStartError(error)
     try:
-        yield RunningEdge(edge, tenants_path, Endpoints("127.0.0.1", http, grpc, admin))
+        yield RunningEdge(edge, tenants_path, Endpoints("127.0.0.1", http, grpc, admin), catalog)
     finally:
         edge.stop(EXIT_TIMEOUT_S)

@@ -59,6 +59,8 @@ ENGINE_STAGE_SUFFIXES = {"embed": ".embedder", "rerank": ".scorer", "sparse": ".
 # where the catalog holds a sparse encoder.
 SERIALIZER = "serializer"
 SPARSE_SERIALIZER = "sparse_serializer"
+# The serializer a task's entry points end in; a reranker's scores need none.
+SERIALIZERS = {"embed": SERIALIZER, "sparse": SPARSE_SERIALIZER}
 # The packaged model's stages keep model_repository's names (the GPU
 # embedders and perf/ address them so).
 PACKAGED_STAGES = ("tokenizer", "embedder", "embedder_engine")
@@ -96,11 +98,28 @@ class CatalogModel:
         ids in (NAME_tokens)."""
         return ("", TOKENS_SUFFIX) if self.task == "embed" else ("",)
 
+    @property
+    def own_stages(self) -> tuple[str, ...]:
+        """The stages this entry adds to a server (the shared serializers
+        aside); the packaged model's include its TensorRT engine's."""
+        return PACKAGED_STAGES if self.path is None else (self.tokenizer, self.engine_stage)
+
+    @property
+    def serializer(self) -> str | None:
+        """The shared serializer its entry points end in, if any."""
+        return SERIALIZERS.get(self.task)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """Every model its entry points' ensembles call: its own stages and
+        its serializer."""
+        serializer = self.serializer
+        return self.own_stages if serializer is None else (*self.own_stages, serializer)
+
     def triton_models(self) -> tuple[str, ...]:
         """The Triton models this entry adds to a server."""
         entries = tuple(name + suffix for name in self.names for suffix in self.entry_suffixes)
-        stages = PACKAGED_STAGES if self.path is None else (self.tokenizer, self.engine_stage)
-        return (*entries, *stages)
+        return (*entries, *self.own_stages)
 
 
 @dataclass(frozen=True)
@@ -111,10 +130,10 @@ class Catalog:
     def model(self, name: str) -> CatalogModel | None:
         return next((model for model in self.models if name in model.names), None)
 
-    @property
-    def names(self) -> frozenset[str]:
-        """Every name clients may call a model of this catalog by."""
-        return frozenset(name for model in self.models for name in model.names)
+    def stages(self) -> dict[str, tuple[str, ...]]:
+        """Each name clients may call a model of this catalog by, with the
+        stages its entry points call (an alias's are its model's)."""
+        return {name: model.stages for model in self.models for name in model.names}
 
 
 def read_catalog(path: Path) -> Catalog | str:

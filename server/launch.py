@@ -391,8 +391,8 @@ def main(argv: list[str] | None = None) -> None:
             _log(engine_line(model))
         repositories = [args.served_repository.resolve()]
     if args.tenants:
-        known = None if catalog is None else catalog.names
-        tenants = read_tenants(args.tenants.resolve(), known)
+        stages = None if catalog is None else catalog.stages()
+        tenants = read_tenants(args.tenants.resolve(), stages)
         if isinstance(tenants, list):
             parser.exit(2, "launcher: tenants file refused:\n  " + "\n  ".join(tenants) + "\n")
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None

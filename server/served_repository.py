@@ -147,8 +147,10 @@ def _entry_points(out: Path, model: CatalogModel) -> None:
     for suffix in model.entry_suffixes:
         source = ENSEMBLES[model.task][suffix] / "config.pbtxt"
         edits = [_stage_name(engine, model.engine_stage)]
-        if model.task == "sparse":
-            edits.append(_stage_name(SERIALIZER, SPARSE_SERIALIZER))
+        # The shipped ensembles call `serializer`, the sparse one too.
+        serializer = model.serializer
+        if serializer is not None and serializer != SERIALIZER:
+            edits.append(_stage_name(SERIALIZER, serializer))
         # The token entry point has no tokenizer step.
         if suffix != TOKENS_SUFFIX:
             edits.append(_stage_name(tokenizer, model.tokenizer))

@@ -9,6 +9,10 @@
     max_in_flight = 8                  # requests at Triton at once, per protocol
     models = ["all-MiniLM-L6-v2"]      # catalog names; NAME_tokens is allowed with NAME
 
+With the catalog, a tenant may also read (metadata, config, readiness;
+never infer on) the stages its models' entry points call, which tools such
+as perf_analyzer read for an ensemble.
+
 Keys are stored only as hashes: `printf %s "$KEY" | sha256sum`. A file
 that cannot be enforced is refused as a whole, with every reason found,
 each naming the line and the tenant, so a bad edit never half-applies.
@@ -18,6 +22,7 @@ Standard library only, like the launcher.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +60,9 @@ class Tenant:
     models: tuple[str, ...]  # catalog names, as written
     # Rows of TEXT (INPUT_IDS for NAME_tokens) per second; None: not counted.
     texts_per_second: int | None = None
+    # The stages its models' entry points call (the catalog's): readable,
+    # never called; () without a catalog.
+    stages: tuple[str, ...] = ()
 
     @property
     def triton_priority(self) -> int:
@@ -78,19 +86,24 @@ class Tenants:
         return {digest: t.name for t in self.tenants for digest in t.key_hashes}
 
 
-def read_tenants(path: Path, known_models: frozenset[str] | None = None) -> Tenants | list[str]:
+# Each name a catalog serves, with the stages its entry points call
+# (server.catalog.Catalog.stages).
+CatalogStages = Mapping[str, tuple[str, ...]]
+
+
+def read_tenants(path: Path, catalog: CatalogStages | None = None) -> Tenants | list[str]:
     """The tenants in `path`, or every reason it is refused (each naming
-    the file, the line and the tenant). `known_models`: the catalog's names,
-    to refuse a model the server does not serve."""
+    the file, the line and the tenant). `catalog`: to refuse a model the
+    server does not serve, and to give each tenant its models' stages."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         return [f"{path}: cannot read: {error}"]
-    return parse_tenants(text, str(path), known_models)
+    return parse_tenants(text, str(path), catalog)
 
 
 def parse_tenants(
-    text: str, source: str, known_models: frozenset[str] | None = None
+    text: str, source: str, catalog: CatalogStages | None = None
 ) -> Tenants | list[str]:
     try:
         document = toml.loads(text)
@@ -110,7 +123,7 @@ def parse_tenants(
         errors.append(f"{source}: no [[tenants]]: the edge would refuse every request")
     tenants: list[tuple[int, Tenant]] = []
     for index, table in enumerate(tables):
-        tenant = _tenant(table, index, lines, source, known_models)
+        tenant = _tenant(table, index, lines, source, catalog)
         if isinstance(tenant, Tenant):
             tenants.append((index, tenant))
         else:
@@ -151,7 +164,7 @@ def _tenant(
     index: int,
     lines: _Lines,
     source: str,
-    known_models: frozenset[str] | None,
+    catalog: CatalogStages | None,
 ) -> Tenant | list[str]:
     label = table.get("name") if isinstance(table.get("name"), str) else f"#{index + 1}"
     errors: list[str] = []
@@ -217,21 +230,16 @@ def _tenant(
     for model in models:
         if not isinstance(model, str) or not MODEL_PATTERN.fullmatch(model):
             error("models", f"{model!r} is not a Triton model name")
-        elif known_models is not None and model not in known_models:
+        elif catalog is not None and model not in catalog:
             error("models", f"model {model!r} is not in the catalog")
     if errors:
         return errors
     assert isinstance(name, str) and isinstance(priority, str)
     assert rate is not None and in_flight is not None
-    return Tenant(
-        name,
-        tuple(key_hashes),
-        rate,
-        priority,
-        in_flight,
-        tuple(str(m) for m in models),
-        texts,
-    )
+    names = tuple(str(m) for m in models)
+    # An alias and its model's name share stages: each once.
+    stages = () if catalog is None else tuple(dict.fromkeys(s for m in names for s in catalog[m]))
+    return Tenant(name, tuple(key_hashes), rate, priority, in_flight, names, texts, stages)
 
 
 def _bounded_int(value: object, high: int) -> int | None:

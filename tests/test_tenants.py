@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from server.catalog import DEFAULT_CATALOG, Catalog, CatalogModel, read_catalog
 from server.edge.config import TEXTS_FILTER, EdgePorts, dynamic_files, lua_tables, routes
 from server.tenants import MAX_TEXTS_PER_SECOND, Tenants, parse_tenants, read_tenants
 
@@ -137,9 +138,42 @@ def test_no_tenants_is_refused() -> None:
 def test_models_not_in_the_catalog(tmp_path: Path) -> None:
     path = tmp_path / "tenants.toml"
     path.write_text(GOOD)
-    result = read_tenants(path, frozenset({"all-MiniLM-L6-v2"}))
+    result = read_tenants(path, {"all-MiniLM-L6-v2": ("tokenizer",)})
     assert isinstance(result, list)
     assert any("'embed' is not in the catalog" in message for message in result)
+
+
+def test_a_tenant_may_read_the_stages_its_models_call(tmp_path: Path) -> None:
+    """Each model's stages as the served repository names them (the catalog's),
+    an alias's being its model's; only with a catalog."""
+    packaged = read_catalog(DEFAULT_CATALOG)
+    assert isinstance(packaged, Catalog), packaged
+    folder = tmp_path / "model"
+    models = (
+        *packaged.models,
+        CatalogModel("e5", folder, ("e5-alias",)),
+        CatalogModel("ranker", folder, task="rerank"),
+        CatalogModel("splade", folder, task="sparse"),
+    )
+    stages = Catalog(DEFAULT_CATALOG, models).stages()
+    assert (
+        stages["embed"]
+        == stages["all-MiniLM-L6-v2"]
+        == ("tokenizer", "embedder", "embedder_engine", "serializer")
+    )
+    assert stages["e5-alias"] == stages["e5"] == ("e5.tokenizer", "e5.embedder", "serializer")
+    # A reranker's ensemble ends in its scorer; a sparse encoder's in its serializer.
+    assert stages["ranker"] == ("ranker.tokenizer", "ranker.scorer")
+    assert stages["splade"] == ("splade.tokenizer", "splade.encoder", "sparse_serializer")
+    tenants = parse_tenants(GOOD, "tenants.toml", stages)
+    assert isinstance(tenants, Tenants), tenants
+    search, indexer = tenants.tenants
+    # Named by the model and by its alias: each stage once.
+    assert search.stages == indexer.stages == stages["embed"]
+    assert '["search"] = {["tokenizer"] = true, ["embedder"] = true' in lua_tables(tenants)
+    without = parsed(GOOD)
+    assert isinstance(without, Tenants)
+    assert 'local STAGES = {["search"] = {}, ["indexer"] = {}}' in lua_tables(without)
 
 
 def test_unreadable_file(tmp_path: Path) -> None:

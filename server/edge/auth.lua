@@ -1,8 +1,9 @@
 -- The edge's first filter: who is calling, and may they call this at all.
 -- Runs on the request headers only, so a refusal here never buffers a body.
 -- server/edge/config.py prepends the tables, TENANTS (key SHA-256 hex ->
--- tenant) and MODELS (tenant -> Triton model -> the input holding its
--- texts), and common.lua.
+-- tenant), MODELS (tenant -> Triton model -> the input holding its texts)
+-- and STAGES (tenant -> the stages of its models it may read), and
+-- common.lua.
 local bit = require("bit")
 local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
 local lshift, rshift, ror, tobit, tohex = bit.lshift, bit.rshift, bit.ror, bit.tobit, bit.tohex
@@ -62,13 +63,21 @@ local OPEN = {
   ["/v2/health/live"] = true, ["/v2/health/ready"] = true,
   [GRPC_PREFIX .. "ServerLive"] = true, [GRPC_PREFIX .. "ServerReady"] = true,
 }
--- With a key and no model: the server's metadata.
-local KEYED = { ["/v2"] = true, [GRPC_PREFIX .. "ServerMetadata"] = true }
+-- With a key and no model: the server's metadata, and every model's
+-- statistics, which stats.lua cuts to the models the key may read.
+local KEYED = {
+  ["/v2"] = true, [GRPC_PREFIX .. "ServerMetadata"] = true, [ALL_STATS_PATH] = true,
+}
 -- What a tenant may do with an allowed model over HTTP (the model's
 -- metadata, readiness, config, statistics, inference); the rest of Triton's
 -- API (repository, shared memory, trace, logging, generate) stays internal.
 local HTTP_MODEL_ACTIONS = { [""] = true, ["/ready"] = true, ["/config"] = true,
   ["/stats"] = true, ["/infer"] = true }
+-- With a stage of an allowed model (what perf_analyzer reads of an
+-- ensemble): its metadata, readiness, config and statistics, never an
+-- inference.
+local HTTP_STAGE_ACTIONS = { [""] = true, ["/ready"] = true, ["/config"] = true,
+  ["/stats"] = true }
 local MAX_KEY_BYTES = 512
 
 local function on_request(handle)
@@ -94,7 +103,10 @@ local function on_request(handle)
   if count ~= 1 then
     return refuse(handle, grpc, 401, "send exactly one authorization: Bearer KEY header")
   end
-  local key = headers:get("authorization"):match("^[Bb]earer ([\33-\126]+)$")
+  -- HTTP takes the spaces around a header's value as no part of it; gRPC
+  -- metadata keeps them (perf_analyzer's -H "authorization: Bearer KEY").
+  local value = headers:get("authorization"):match("^[ \t]*(.-)[ \t]*$")
+  local key = value:match("^[Bb]earer ([\33-\126]+)$")
   if key == nil or #key > MAX_KEY_BYTES then
     return refuse(handle, grpc, 401, "send exactly one authorization: Bearer KEY header")
   end
@@ -118,7 +130,7 @@ local function on_request(handle)
     if not HTTP_MODEL_ACTIONS[rest] then
       return refuse(handle, grpc, 403, "not offered at the edge")
     end
-    if not MODELS[tenant][model] then
+    if not (MODELS[tenant][model] or (STAGES[tenant][model] and HTTP_STAGE_ACTIONS[rest])) then
       return refuse(handle, grpc, 403,
         "this key may not call model " .. model:gsub("[^%w%._%-]", "?"))
     end

@@ -1,64 +1,16 @@
 -- The edge's third filter, after the tenant's rate limit: reads the body of
 -- what is let through. gRPC: the model a request names (field 1 of the
--- request message) must be one the tenant may call. Inference, gRPC and
+-- request message) must be one the tenant may call, or for a read, a stage
+-- of one (what perf_analyzer reads of an ensemble). Inference, gRPC and
 -- HTTP: the tenant's priority replaces whatever the client asked for; for a
 -- tenant with a texts quota, the request's texts (the rows of the model's
 -- text input) go into x-edge-texts, which the texts rate limit after this
 -- filter takes from the tenant's bucket (server/edge/config.py).
 -- server/edge/config.py prepends MODELS (tenant -> Triton model -> the input
--- holding its texts), PRIORITY (tenant -> Triton priority level) and
--- TEXTS_PER_SECOND (tenant -> its texts quota, where it has one), and
--- common.lua.
-
--- Protocol buffers -------------------------------------------------------
-
-local function varint(s, i)
-  local value, scale = 0, 1
-  for j = i, math.min(i + 9, #s) do
-    local b = s:byte(j)
-    value = value + (b % 128) * scale
-    if b < 128 then return value, j + 1 end
-    scale = scale * 128
-  end
-  return nil
-end
-
--- The field at s[i] of a message that ends at s[last]: its number, its
--- wire type, for a varint its value (else nil), for a length-delimited
--- field the first and last index of its bytes, and where the next field
--- starts; nil where the message is malformed.
-local function field(s, i, last)
-  local tag, j = varint(s, i)
-  if tag == nil or j > last + 1 then return nil end
-  local number, wire = math.floor(tag / 8), tag % 8
-  if wire == 0 then
-    local v, k = varint(s, j)
-    if v == nil or k > last + 1 then return nil end
-    return number, wire, v, nil, k
-  elseif wire == 1 or wire == 5 then
-    local k = j + (wire == 1 and 8 or 4)
-    if k > last + 1 then return nil end
-    return number, wire, nil, nil, k
-  elseif wire == 2 then
-    local length, k = varint(s, j)
-    if length == nil or k + length - 1 > last then return nil end
-    return number, wire, k, k + length - 1, k + length
-  end
-  return nil
-end
-
--- The last field-1 string of a message (protobuf: the last one wins), or
--- nil where the message is malformed.
-local function field_one(s, i, last)
-  local name = ""
-  while i <= last do
-    local number, wire, first, stop, k = field(s, i, last)
-    if number == nil then return nil end
-    if number == 1 and wire == 2 then name = s:sub(first, stop) end
-    i = k
-  end
-  return name
-end
+-- holding its texts), STAGES (tenant -> the stages of its models it may
+-- read), PRIORITY (tenant -> Triton priority level) and
+-- TEXTS_PER_SECOND (tenant -> its texts quota, where it has one),
+-- common.lua and wire.lua (reading protobuf and JSON).
 
 -- shape[0] of the ModelInferRequest's input tensor (field 5) named `wanted`
 -- (its field 1); its shape is field 3, packed or not. nil and why where
@@ -108,11 +60,6 @@ local function priority_entry(level)
   return "\34" .. string.char(#entry) .. entry          -- field 4, length-delimited
 end
 
-local function be32(n)
-  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-    math.floor(n / 256) % 256, n % 256)
-end
-
 -- `rows` texts (or nil and why they could not be counted) into
 -- x-edge-texts, for the texts rate limit; true where refused instead. A
 -- request with more texts than the quota could never pass that limit, so it
@@ -133,6 +80,11 @@ local function count_texts(handle, grpc, headers, tenant, rows, why)
   return false
 end
 
+-- What a tenant may ask of a stage of its models: never an inference.
+local STAGE_READS = {
+  ModelMetadata = true, ModelConfig = true, ModelReady = true, ModelStatistics = true,
+}
+
 local function on_grpc(handle, headers, tenant, method)
   local body = handle:body()
   local bytes = body and body:getBytes(0, body:length()) or ""
@@ -148,7 +100,10 @@ local function on_grpc(handle, headers, tenant, method)
   end
   local model = field_one(bytes, 6, #bytes)
   if model == nil then return refuse(handle, true, 400, "malformed request message") end
-  if not MODELS[tenant][model] then
+  -- No model named: every model's statistics, which stats.lua cuts to the
+  -- models this key may read.
+  local all_stats = model == "" and method == "ModelStatistics"
+  if not (all_stats or MODELS[tenant][model] or (STAGES[tenant][model] and STAGE_READS[method])) then
     return refuse(handle, true, 403, "this key may not call model "
       .. model:gsub("[^%w%._%-]", "?"))
   end
@@ -161,103 +116,6 @@ local function on_grpc(handle, headers, tenant, method)
     local entry = priority_entry(PRIORITY[tenant])
     body:setBytes("\0" .. be32(length + #entry) .. bytes:sub(6) .. entry)
   end
-end
-
--- JSON -------------------------------------------------------------------
--- Just enough of a scanner to find the top-level "parameters" object and
--- its "priority" members; anything it does not follow is refused rather
--- than guessed at, so Triton never reads a priority this did not set.
-
-local function ws(s, i) return s:find("[^ \t\r\n]", i) or #s + 1 end
-
-local function str(s, i)
-  local escaped = false
-  local j = i + 1
-  while true do
-    local k = s:find('["\\]', j)
-    if k == nil then return nil end
-    if s:byte(k) == 92 then escaped = true; j = k + 2 else return k + 1, escaped end
-  end
-end
-
-local value
-
--- Members of the object at s[i] == "{": a list of {key, escaped, value
--- start, value end (exclusive)}, and the index after the object.
-local function members(s, i, depth)
-  local list = {}
-  i = ws(s, i + 1)
-  if s:byte(i) == 125 then return list, i + 1 end
-  while true do
-    if s:byte(i) ~= 34 then return nil end
-    local j, escaped = str(s, i)
-    if j == nil then return nil end
-    local key = s:sub(i + 1, j - 2)
-    j = ws(s, j)
-    if s:byte(j) ~= 58 then return nil end
-    local start = ws(s, j + 1)
-    local stop = value(s, start, depth + 1)
-    if stop == nil then return nil end
-    list[#list + 1] = { key, escaped, start, stop }
-    i = ws(s, stop)
-    local sep = s:byte(i)
-    if sep == 44 then i = ws(s, i + 1)
-    elseif sep == 125 then return list, i + 1
-    else return nil end
-  end
-end
-
-value = function(s, i, depth)
-  if depth > 64 then return nil end
-  local c = s:byte(i)
-  if c == 34 then return (str(s, i))
-  elseif c == 123 then
-    local _, j = members(s, i, depth)
-    return j
-  elseif c == 91 then
-    i = ws(s, i + 1)
-    if s:byte(i) == 93 then return i + 1 end
-    while true do
-      local j = value(s, i, depth + 1)
-      if j == nil then return nil end
-      i = ws(s, j)
-      local sep = s:byte(i)
-      if sep == 44 then i = ws(s, i + 1)
-      elseif sep == 93 then return i + 1
-      else return nil end
-    end
-  elseif c ~= nil then
-    local j = s:find("[^%w%.%+%-]", i) or #s + 1
-    if j == i then return nil end
-    return j
-  end
-  return nil
-end
-
--- The members of the top-level object and where it starts, or nil and the
--- reason.
-local function top_members(json)
-  local start = ws(json, 1)
-  if json:byte(start) ~= 123 then return nil, "the body must be a JSON object" end
-  local top, stop = members(json, start, 0)
-  if top == nil or ws(json, stop) <= #json then return nil, "the body is not JSON the edge can read" end
-  for _, m in ipairs(top) do
-    if m[2] then return nil, "escaped top-level keys are not accepted" end
-  end
-  return top, start
-end
-
--- The one member named `key` of a members list, or nil (and why, where
--- there are two: which one the server reads is not for the edge to guess).
-local function only(list, key)
-  local found
-  for _, m in ipairs(list) do
-    if m[1] == key then
-      if found then return nil, "two '" .. key .. "' members" end
-      found = m
-    end
-  end
-  return found
 end
 
 -- The JSON with the top-level parameters' "priority" set to `level`, or

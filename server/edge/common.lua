@@ -5,6 +5,8 @@ local GRPC_NAMED = {
   ModelInfer = true, ModelMetadata = true, ModelConfig = true,
   ModelReady = true, ModelStatistics = true,
 }
+-- Every model's statistics over HTTP (gRPC: ModelStatistics naming none).
+local ALL_STATS_PATH = "/v2/models/stats"
 local GRPC_CODES = { [400] = "3", [401] = "16", [403] = "7", [415] = "3" }
 
 local function refuse(handle, grpc, status, message)

@@ -30,6 +30,9 @@ Why these pieces:
   its own Lua state. A request is refused whole or passes whole; one with
   more texts than the bucket holds could never pass, so body.lua refuses it
   as too large (400 / INVALID_ARGUMENT) instead of answering 429 forever.
+- Every model's statistics (perf_analyzer asks for them to break an
+  ensemble's time down by stage) are cut by stats.lua, on the answer, to
+  the models the key may read: Triton has no request for a list of models.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ HTTP_LISTENER = "http"
 GRPC_LISTENER = "grpc"
 AUTH_FILTER = "edge.auth"
 BODY_FILTER = "edge.body"
+STATS_FILTER = "edge.stats"
 RATE_FILTER = "edge.ratelimit"
 TEXTS_FILTER = "edge.texts"
 # Set by body.lua: the texts in a request, which the texts bucket takes.
@@ -83,6 +87,13 @@ HCM_TYPE = (
     "type.googleapis.com/"
     "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 )
+# Each Lua filter's source, after the tables: what the filters share, the
+# readers of what they buffer (wire.lua), then the filter's own.
+LUA_FILES = {
+    AUTH_FILTER: ("common.lua", "auth.lua"),
+    BODY_FILTER: ("common.lua", "wire.lua", "body.lua"),
+    STATS_FILTER: ("common.lua", "wire.lua", "stats.lua"),
+}
 # Until the routes file is read, and on any route without the tables: refuse.
 DENY_ALL = """
 function envoy_on_request(handle)
@@ -168,6 +179,7 @@ def _listener(name: str, host: str, port: int, config_dir: Path) -> dict[str, An
             # Both enabled per route, with each tenant's buckets.
             {"name": RATE_FILTER, "typed_config": {"@type": RATE_TYPE, "stat_prefix": "edge"}},
             _lua(BODY_FILTER),
+            _lua(STATS_FILTER),
             {
                 "name": TEXTS_FILTER,
                 "typed_config": {"@type": RATE_TYPE, "stat_prefix": "edge_texts"},
@@ -294,6 +306,11 @@ def lua_tables(tenants: Tenants) -> str:
         + "}"
         for t in tenants.tenants
     )
+    # Sets: a stage is read, never called, so it has no text input.
+    stages = ", ".join(
+        f"[{string(t.name)}] = {{" + ", ".join(f"[{string(s)}] = true" for s in t.stages) + "}"
+        for t in tenants.tenants
+    )
     priority = ", ".join(f"[{string(t.name)}] = {t.triton_priority}" for t in tenants.tenants)
     texts = ", ".join(
         f"[{string(t.name)}] = {t.texts_per_second}"
@@ -303,6 +320,7 @@ def lua_tables(tenants: Tenants) -> str:
     return (
         f"local TENANTS = {{{hashes}}}\n"
         f"local MODELS = {{{models}}}\n"
+        f"local STAGES = {{{stages}}}\n"
         f"local PRIORITY = {{{priority}}}\n"
         f"local TEXTS_PER_SECOND = {{{texts}}}\n"
     )
@@ -313,13 +331,14 @@ def routes(tenants: Tenants) -> dict[str, Any]:
     # The cluster is the tenant's for the request's protocol (auth.lua
     # names it), so one route, one token bucket, per tenant.
     tables = lua_tables(tenants)
-    common = (LUA_DIR / "common.lua").read_text()
     lua = {
         source: {
             "@type": LUA_ROUTE_TYPE,
-            "source_code": {"inline_string": tables + common + (LUA_DIR / file).read_text()},
+            "source_code": {
+                "inline_string": tables + "".join((LUA_DIR / f).read_text() for f in files)
+            },
         }
-        for source, file in ((AUTH_FILTER, "auth.lua"), (BODY_FILTER, "body.lua"))
+        for source, files in LUA_FILES.items()
     }
     tenant_routes = [
         {
