@@ -42,8 +42,6 @@ TASKS_BY_MODEL_TYPE = {
     "SparseEncoder": "sparse",
 }
 TASKS = tuple(TASKS_BY_MODEL_TYPE.values())
-# The tasks a catalog entry can be served for.
-SERVED_TASKS = ("embed", "rerank", "sparse")
 # The engines a reranker or a sparse encoder is exported for, so far.
 ONNX_ONLY_ENGINES = ("auto", "onnxruntime")
 # Triton names a model by its folder: letters, digits, '_', '-' and '.',
@@ -204,11 +202,6 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
         return kind
     if task is not None and task != kind.task:
         return f"'task' is {task!r}, but {resolved} holds a {kind.model_type}: {kind.task!r}"
-    if kind.task not in SERVED_TASKS:
-        return (
-            f"{resolved} holds a {kind.model_type} (task {kind.task!r}), which this server "
-            f"does not serve yet: it serves {' and '.join(map(repr, SERVED_TASKS))}"
-        )
     if kind.task != "embed" and engine not in ONNX_ONLY_ENGINES:
         return (
             f"'engine' is {engine!r}, but a {kind.model_type} is served by onnxruntime only, so far"

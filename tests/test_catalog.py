@@ -102,7 +102,11 @@ def _saved_as(tmp_path: Path, model_type: object) -> None:
     ("model_type", "entry", "named"),
     [
         ("CrossEncoder", 'engine = "openvino"\n', ["entry 'm'", "'openvino'", "onnxruntime only"]),
-        ("SparseEncoder", "", ["entry 'm'", "SparseEncoder", "'sparse'", "does not serve yet"]),
+        (
+            "SparseEncoder",
+            'engine = "openvino"\n',
+            ["entry 'm'", "SparseEncoder", "onnxruntime only"],
+        ),
         ("Mystery", "", ["entry 'm'", "'Mystery'", "SentenceTransformer, CrossEncoder"]),
         (["CrossEncoder"], "", ["entry 'm'", "model_type ['CrossEncoder']"]),
         ("SentenceTransformer", 'task = "rerank"\n', ["'task' is 'rerank'", "SentenceTransformer"]),
