@@ -268,3 +268,77 @@ def test_groups_by_rows_cut_equal_groups_within_bounds(
     assert sorted(order.tolist()) == list(range(rows))
     # Each group holds rows no longer than the next group's.
     assert list(lengths[order]) == sorted(lengths)
+
+
+# perf.rerank: its arguments, its requests and its report, from given numbers (nothing timed).
+# Imported in the tests, so that this section stays an addition of its own.
+
+
+def test_rerank_arguments_default_to_the_full_run_and_refuse_nonsense(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from perf.rerank import parse_args
+
+    args = parse_args(["--output", "out.md"])
+    assert (args.seconds, args.concurrency, args.requests) == (10.0, [1, 2, 4], 8)
+    assert args.model == ["bert-base-reranker-random", "minilm-l6-reranker-random"]
+    assert args.infinity_engine == ["torch", "optimum"]
+    assert parse_args(["--output=o", "--infinity-engine=torch"]).infinity_engine == ["torch"]
+    with pytest.raises(SystemExit):
+        parse_args(["--output", "out.md", "--seconds", "0"])
+    assert "must be positive" in capsys.readouterr().err
+
+
+def test_rerank_requests_are_fixed_and_distinct() -> None:
+    from perf.rerank_load import rerank_requests
+
+    requests = rerank_requests(8)
+    assert requests == rerank_requests(8)
+    documents = [document for request in requests for document in request.documents]
+    assert all(len(request.documents) == 32 for request in requests)
+    assert len(set(documents)) == len(documents) == 8 * 32
+    assert len({request.query for request in requests}) == 8
+
+
+def test_rerank_report_states_rates_ratios_and_checks() -> None:
+    import dataclasses
+
+    from perf.ceiling import Layout
+    from perf.rerank_ceiling import CeilingPoint
+    from perf.rerank_load import Point
+    from perf.rerank_report import Check, ModelResult, Settings, Sweep, failed_checks, render
+
+    def point(concurrency: int, pairs: int) -> Point:
+        """`pairs` in 10 s, in requests of 32 taking 100, 101, ... ms."""
+        requests = pairs // 32
+        return Point(concurrency, pairs, requests, 10.0, tuple(range(100, 100 + requests)))
+
+    result = ModelResult(
+        name="minilm-l6-reranker-random",
+        shape="BERT, 384 wide",
+        query_tokens=13.0,
+        pair_tokens=110.0,
+        ours=Sweep("ours", (point(1, 320), point(2, 640))),
+        infinity=(Sweep("Infinity torch", (point(1, 160),)),),
+        predict=point(1, 128),
+        predict_threads=2,
+        ceiling=(CeilingPoint(Layout(2, 1), point(2, 800)),),
+        checks=(
+            Check("ours vs CrossEncoder.predict", 2e-7, 1e-4),
+            Check("Infinity optimum vs CrossEncoder.predict", 2e-3, 1e-3, "no token type ids"),
+        ),
+    )
+    settings = Settings("python -m perf.rerank --seconds 10", "a CPU, class avx2", 10.0, 8, 32)
+    report = render([result], settings)
+    assert "`python -m perf.rerank --seconds 10`" in report
+    assert "a CPU, class avx2" in report and "random weights" in report
+    # The best served point, 64 pairs/s: 4 x Infinity's 16, 5 x predict's 12.8, 0.8 x the ceiling.
+    summary = "| minilm-l6-reranker-random | 64.0 | 16.0 | x4.00 | 12.8 | x5.00 | 80.0 | x0.80 |"
+    assert summary in report
+    assert "| ours | c=2 | 64.0 | 20 | 110 | 119 | x1.00 |" in report
+    assert "over, reported only: no token type ids" in report
+    assert not failed_checks([result]) and "FAILED" not in report
+    over = Check("ours vs CrossEncoder.predict", 2e-4, 1e-4)
+    failing = dataclasses.replace(result, checks=(over,))
+    assert len(failed_checks([failing])) == 1
+    assert "**Score checks FAILED:**" in render([failing], settings)

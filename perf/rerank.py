@@ -1,0 +1,252 @@
+"""Reranking throughput side by side, in one run on one machine: for a BERT-base-shape and a
+MiniLM-L6-shape one-label CrossEncoder with random weights (harness/rerank_bench_models.py),
+pairs/s of one query against 32 documents per request, served by our tritonserver (the catalog
+entry, gRPC, EmbeddingClient.rerank) and by Infinity (perf/rerank_infinity.py) at a small
+concurrency sweep, and in-process (perf/rerank_in_process.py): CrossEncoder.predict (torch, the
+export environment) and ONNX Runtime on our exported graph, the ceiling. Scores are checked
+against CrossEncoder.predict on one request per model (ours and the ceiling within 1e-4,
+Infinity's torch engine within 1e-3); a failed check is reported and fails the run. Infinity's
+optimum (ONNX Runtime) engine is measured too, its difference reported only: it feeds the graph
+no token type ids, so it scores a slightly different function (perf/rerank_infinity.py).
+
+    PYTHONPATH=. .venv/bin/python -m perf.rerank --output perf/results/<machine>/rerank.md
+
+About 9 minutes on 2 cores at the defaults; the first run also builds the models
+(build/rerank_bench), exports them (build/exports) and, where missing, installs Infinity
+(scripts/install_infinity.sh). It starts its own servers one after the other; nothing else
+should run meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from embedding_client import EmbeddingClient
+
+from harness.priority import BULK
+from harness.processor import this_processor
+from harness.rerank_bench_models import BENCH_MODEL_NAMES, BENCH_MODELS, build_in_export_environment
+from harness.server import running_server
+from perf.infinity import INFINITY, INFINITY_VERSION, install_infinity
+from perf.report_command import write_report
+from perf.rerank_ceiling import ScorerExport
+from perf.rerank_in_process import OURS_ALLOWED, InProcess, difference, in_process
+from perf.rerank_infinity import (
+    ENGINES,
+    UNCHECKED,
+    infinity_call,
+    infinity_folder,
+    infinity_folder_for,
+    running_rerank_infinity,
+)
+from perf.rerank_load import (
+    DOCUMENTS_PER_REQUEST,
+    Call,
+    RerankRequest,
+    closed_loop,
+    rerank_requests,
+)
+from perf.rerank_report import Check, ModelResult, Settings, Sweep, failed_checks, render
+from server.catalog import Catalog
+from server.paths import EXPORTS, REPO_ROOT
+from server.served_repository import prepare
+
+MODELS_DIR = REPO_ROOT / "build" / "rerank_bench"
+# Infinity runs optimum's own export of the weights, and its optimum engine no token type ids
+# (perf/rerank_infinity.py).
+INFINITY_ALLOWED = 1e-3
+SHAPES = {
+    model.name: f"BERT, {model.hidden} wide, {model.layers} layers, {model.heads} heads, "
+    f"intermediate {model.intermediate}, token type ids, max length 512, sigmoid"
+    for model in BENCH_MODELS
+}
+COMMAND = "PYTHONPATH=. .venv/bin/python -m perf.rerank"
+CLIENT_TIMEOUT_S = 600.0
+
+# One configuration measured on one model: its score check and its sweep.
+Measured = tuple[Check, Sweep]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, required=True, help="the report (markdown)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="timed seconds per point")
+    parser.add_argument(
+        "--concurrency", type=int, nargs="+", default=[1, 2, 4], help="closed-loop client counts"
+    )
+    parser.add_argument(
+        "--requests", type=int, default=8, help="distinct requests the clients take in turn"
+    )
+    parser.add_argument(
+        "--model", action="append", choices=BENCH_MODEL_NAMES, help="only these (repeatable)"
+    )
+    parser.add_argument(
+        "--infinity-engine",
+        action="append",
+        choices=ENGINES,
+        help="Infinity engines to measure (repeatable; default: both)",
+    )
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.requests < 1 or min(args.concurrency) < 1:
+        parser.error("--seconds, --requests and --concurrency must be positive")
+    args.model = args.model or list(BENCH_MODEL_NAMES)
+    args.infinity_engine = args.infinity_engine or list(ENGINES)
+    return args
+
+
+def _sweep(
+    label: str,
+    make_call: Callable[[], Call],
+    requests: Sequence[RerankRequest],
+    args: argparse.Namespace,
+) -> Sweep:
+    points = tuple(
+        closed_loop(make_call, requests, level, args.seconds) for level in args.concurrency
+    )
+    return Sweep(label, points)
+
+
+def _served_repository(workdir: Path, folders: dict[str, Path]) -> Path:
+    """The catalog of the benchmark models, exported and written; the served folder."""
+    catalog_path = workdir / "models.toml"
+    entries = [
+        f'[[models]]\nname = "{name}"\npath = "{folder}"\n' for name, folder in folders.items()
+    ]
+    catalog_path.write_text("\n".join(entries))
+    catalog = prepare(catalog_path, workdir / "served")
+    if not isinstance(catalog, Catalog):
+        raise SystemExit(catalog)
+    return workdir / "served"
+
+
+def _our_call(url: str, name: str) -> Call:
+    # At the bulk level, as the other throughput runs send: the default (interactive) level's
+    # 2 s queue deadline refuses a BERT-base request of 32 documents queued behind two others on
+    # 2 cores.
+    client = EmbeddingClient(url, "grpc", model=name, priority=BULK, timeout_s=CLIENT_TIMEOUT_S)
+
+    def call(request: RerankRequest) -> list[float]:
+        ranked = client.rerank(request.query, list(request.documents))
+        return [each.relevance_score for each in sorted(ranked, key=lambda each: each.index)]
+
+    return call
+
+
+def measure_ours(
+    served: Path,
+    references: dict[str, InProcess],
+    requests: Sequence[RerankRequest],
+    args: argparse.Namespace,
+    workdir: Path,
+) -> dict[str, Measured]:
+    """Both models in one tritonserver, each checked then swept (the other one idle)."""
+    measured = {}
+    with running_server(workdir / "tritonserver.log", [served]) as server:
+        for name, reference in references.items():
+
+            def make_call(model: str = name) -> Call:
+                return _our_call(server.grpc_url, model)
+
+            got = make_call()(requests[0])
+            check = Check(
+                "ours vs CrossEncoder.predict",
+                difference(got, reference.reference),
+                OURS_ALLOWED,
+            )
+            measured[name] = (check, _sweep("ours: tritonserver, gRPC", make_call, requests, args))
+    return measured
+
+
+def measure_infinity(
+    folder: Path,
+    reference: InProcess,
+    requests: Sequence[RerankRequest],
+    args: argparse.Namespace,
+    log_prefix: Path,
+) -> list[Measured]:
+    """Infinity serving `folder`, once per engine asked for."""
+    served = infinity_folder(folder, infinity_folder_for(folder.name))
+    measured = []
+    for engine in args.infinity_engine:
+        log = log_prefix.with_name(f"{log_prefix.name}_{engine}.log")
+        with running_rerank_infinity(served, engine, log) as url:
+            got = infinity_call(url)(requests[0])
+            check = Check(
+                f"Infinity {engine} vs CrossEncoder.predict",
+                difference(got, reference.reference),
+                INFINITY_ALLOWED,
+                UNCHECKED.get(engine, ""),
+            )
+            label = f"Infinity {INFINITY_VERSION}, {engine} engine, HTTP"
+
+            def make_call(address: str = url) -> Call:
+                return infinity_call(address)
+
+            measured.append((check, _sweep(label, make_call, requests, args)))
+    return measured
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> list[ModelResult]:
+    """Every configuration of every model: in-process first (its scores are the reference),
+    then our server, then Infinity, one server at a time."""
+    requests = rerank_requests(args.requests)
+    folders = build_in_export_environment(MODELS_DIR, args.model)
+    served = _served_repository(workdir, folders)
+    references = {
+        name: in_process(folder, ScorerExport(EXPORTS / name), requests, args.seconds)
+        for name, folder in folders.items()
+    }
+    ours = measure_ours(served, references, requests, args, workdir)
+    if not INFINITY.exists():
+        install_infinity()
+    infinity = {
+        name: measure_infinity(
+            folder, references[name], requests, args, workdir / f"infinity_{name}"
+        )
+        for name, folder in folders.items()
+    }
+    results = []
+    for name, reference in references.items():
+        checks = (reference.check, ours[name][0], *(check for check, _ in infinity[name]))
+        results.append(
+            ModelResult(
+                name=name,
+                shape=SHAPES[name],
+                query_tokens=reference.query_tokens,
+                pair_tokens=reference.pair_tokens,
+                ours=ours[name][1],
+                infinity=tuple(sweep for _, sweep in infinity[name]),
+                predict=reference.predict,
+                predict_threads=reference.predict_threads,
+                ceiling=reference.ceiling,
+                checks=checks,
+            )
+        )
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(arguments)
+    with tempfile.TemporaryDirectory(prefix="perf_rerank_") as work:
+        results = measure(args, Path(work))
+    settings = Settings(
+        command=f"{COMMAND} {shlex.join(arguments)}",
+        processor=this_processor().describe(),
+        seconds=args.seconds,
+        requests=args.requests,
+        documents=DOCUMENTS_PER_REQUEST,
+    )
+    write_report(args.output, render(results, settings))
+    failed = failed_checks(results)
+    if failed:
+        raise SystemExit("score checks failed:\n" + "\n".join(failed))
+
+
+if __name__ == "__main__":
+    main()
