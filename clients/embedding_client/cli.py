@@ -23,6 +23,13 @@ from tqdm import tqdm
 
 from embedding_client.base import DEFAULT_MODEL
 from embedding_client.client import EmbeddingClient
+from embedding_client.command_line import (
+    add_inputs,
+    add_no_truncate,
+    add_server,
+    command_parser,
+    server_url,
+)
 from embedding_client.decode import OPTION_DEFAULTS, ROW_DTYPES
 from embedding_client.errors import EmbeddingError
 from embedding_client.files import (
@@ -33,23 +40,14 @@ from embedding_client.files import (
     read_inputs,
 )
 from embedding_client.options import INPUT_TYPES, TRUNCATION_DIRECTIONS, EmbedKwargs
-from embedding_client.transport import DEFAULT_URLS, PROTOCOLS
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="embed",
-        description=(__doc__ or "").splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join((__doc__ or "").splitlines()[1:]),
-    )
-    parser.add_argument("texts", nargs="*", help="texts to embed")
-    parser.add_argument("--file", type=Path, help="a text file (one per line) or .jsonl file")
-    parser.add_argument("--field", default="text", help="the text field of JSONL objects")
+    parser = command_parser("embed", __doc__)
+    add_inputs(parser, "texts", "texts to embed")
     parser.add_argument("-o", "--output", type=Path, help="output file; standard output if absent")
     parser.add_argument("--format", choices=OUTPUT_FORMATS, help="default: from the suffix")
-    parser.add_argument("--url", help="host:port; 127.0.0.1:8001 (gRPC) or :8000 (HTTP)")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
+    add_server(parser)
     parser.add_argument(
         "--model", default=DEFAULT_MODEL, help="the server's model (Triton name) to embed with"
     )
@@ -60,13 +58,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--input-type", choices=INPUT_TYPES, help="the model's prompt for this kind of text"
     )
-    parser.add_argument(
-        "--no-truncate",
-        dest="truncate",
-        action="store_const",
-        const=False,
-        help="refuse texts longer than the model's max length instead of truncating them",
-    )
+    add_no_truncate(parser, "texts")
     parser.add_argument(
         "--truncation-direction",
         choices=TRUNCATION_DIRECTIONS,
@@ -77,7 +69,6 @@ def parser() -> argparse.ArgumentParser:
         type=Path,
         help="tokenize here with the model's tokenizer.json (the server does, with a text option)",
     )
-    parser.add_argument("--priority", type=int, default=0, help="Triton priority level")
     parser.add_argument("--max-in-flight", type=int, default=4)
     parser.add_argument("--chunk-size", type=int, default=1024, help="texts per progress step")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -109,7 +100,7 @@ def embed_options(args: argparse.Namespace) -> EmbedKwargs:
 
 
 def run(args: argparse.Namespace, texts: list[str]) -> None:
-    url = args.url or DEFAULT_URLS[args.protocol]
+    url = server_url(args)
     with EmbeddingClient(
         url,
         args.protocol,

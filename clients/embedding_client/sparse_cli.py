@@ -12,41 +12,31 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import orjson
 
 from embedding_client.client import EmbeddingClient
+from embedding_client.command_line import (
+    add_inputs,
+    add_no_truncate,
+    add_server,
+    command_parser,
+    server_url,
+)
 from embedding_client.errors import EmbeddingError
 from embedding_client.files import InputFileError, read_inputs
-from embedding_client.transport import DEFAULT_URLS, PROTOCOLS
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="embed-sparse",
-        description=(__doc__ or "").splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join((__doc__ or "").splitlines()[1:]),
-    )
-    parser.add_argument("texts", nargs="*", help="texts to encode")
+    parser = command_parser("embed-sparse", __doc__)
+    add_inputs(parser, "texts", "texts to encode")
     parser.add_argument("--model", required=True, help="the server's sparse encoder (Triton name)")
     parser.add_argument(
         "--max-active-dims", type=int, help="keep each text's n largest entries (default: all)"
     )
     parser.add_argument("--prompt-name", help="one of the model's prompts, put before each text")
-    parser.add_argument("--file", type=Path, help="a text file (one per line) or .jsonl file")
-    parser.add_argument("--field", default="text", help="the text field of JSONL objects")
-    parser.add_argument("--url", help="host:port; 127.0.0.1:8001 (gRPC) or :8000 (HTTP)")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
-    parser.add_argument(
-        "--no-truncate",
-        dest="truncate",
-        action="store_const",
-        const=False,
-        help="refuse texts longer than the model's max length instead of cutting them",
-    )
-    parser.add_argument("--priority", type=int, default=0, help="Triton priority level")
+    add_server(parser)
+    add_no_truncate(parser, "texts")
     return parser
 
 
@@ -57,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         texts = read_inputs(args.texts, args.file, args.field, "texts")
     except (InputFileError, OSError, UnicodeDecodeError) as error:
         command.error(str(error))
-    url = args.url or DEFAULT_URLS[args.protocol]
+    url = server_url(args)
     try:
         with EmbeddingClient(
             url, args.protocol, model=args.model, priority=args.priority
