@@ -10,8 +10,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +23,7 @@ import tritonclient.http as httpclient
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, InvalidInputError, Ranked
 from embedding_client.errors import AccessError
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
+from served_catalog import catalog_beside_minilm, post_json
 from tritonclient.utils import InferenceServerException
 
 from harness.edge import running_edge, tenant_toml
@@ -34,7 +33,6 @@ from harness.server import RunningServer, running_server
 from server.catalog import Catalog
 from server.engine_report import engine_line
 from server.paths import REPO_ROOT, TOKENIZER_JSON
-from server.served_repository import prepare
 
 QUERIES = ["How do I reset my password?", "東京は日本の首都です。"]
 DOCUMENTS = [
@@ -62,16 +60,7 @@ def served_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def catalog(served_dir: Path, rerankers: dict[str, Path]) -> Catalog:
-    entries = ['[[models]]\nname = "all-MiniLM-L6-v2"\naliases = ["embed"]\n']
-    entries += [
-        f'[[models]]\nname = "{name}"\npath = "{folder}"\ninstances = 1\n'
-        for name, folder in rerankers.items()
-    ]
-    catalog_path = served_dir / "models.toml"
-    catalog_path.write_text("\n".join(entries))
-    catalog = prepare(catalog_path, served_dir / "served")
-    assert isinstance(catalog, Catalog), catalog
-    return catalog
+    return catalog_beside_minilm(served_dir, rerankers)
 
 
 @pytest.fixture(scope="module")
@@ -274,19 +263,6 @@ def gateway(
         yield running
 
 
-def _post(gateway: RunningGateway, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        gateway.url + route,
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
 def test_the_cohere_sdk_reranks_through_the_gateway(
     gateway: RunningGateway, expected: dict[str, np.ndarray]
 ) -> None:
@@ -304,7 +280,7 @@ def test_cohere_v1_returns_documents_and_tei_its_own_shape(
 ) -> None:
     name = next(iter(expected))
     reference = expected[name][: len(DOCUMENTS)]
-    status, answer = _post(
+    status, answer = post_json(
         gateway,
         "/v1/rerank",
         {"model": name, "query": QUERIES[0], "documents": DOCUMENTS, "return_documents": True},
@@ -313,7 +289,7 @@ def test_cohere_v1_returns_documents_and_tei_its_own_shape(
     assert [result["document"]["text"] for result in answer["results"]] == [
         DOCUMENTS[index] for index in np.argsort(-reference)
     ]
-    status, answer = _post(
+    status, answer = post_json(
         gateway, "/rerank", {"model": name, "query": QUERIES[0], "texts": DOCUMENTS}
     )
     assert status == 200, answer
@@ -363,7 +339,7 @@ def test_bad_rerank_requests_get_a_400_in_the_apis_shape(
     assert len(rerankers) > 1, "the 'serves several' case needs two"
     if payload.get("model") == RERANKER:
         payload = {**payload, "model": next(iter(rerankers))}
-    answered, body = _post(gateway, route, payload)
+    answered, body = post_json(gateway, route, payload)
     assert answered == status, body
     message = body["message"] if route != "/rerank" else body["error"]
     assert named in message, message
@@ -373,7 +349,7 @@ def test_openai_embeddings_refuse_a_reranker_naming_its_task(
     gateway: RunningGateway, rerankers: dict[str, Path]
 ) -> None:
     name = next(iter(rerankers))
-    status, body = _post(gateway, "/v1/embeddings", {"model": name, "input": "text"})
+    status, body = post_json(gateway, "/v1/embeddings", {"model": name, "input": "text"})
     assert status == 400, body
     assert f"'{name}' does not embed (its task is 'rerank')" in body["error"]["message"]
 

@@ -27,6 +27,7 @@ import tritonclient.http as httpclient
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, SparseRow
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
 from huggingface_hub import InferenceClient
+from served_catalog import catalog_beside_minilm, post_json
 from tritonclient.utils import InferenceServerException
 
 from harness.export_environment import run_in_export_environment
@@ -35,7 +36,6 @@ from harness.server import RunningServer, running_server
 from server.catalog import SPARSE_SERIALIZER, Catalog
 from server.engine_report import engine_line
 from server.paths import REPO_ROOT, TOKENIZER_JSON
-from server.served_repository import prepare
 
 # float32 on both sides, the same graph's arithmetic against torch's.
 MAX_VALUE_DIFFERENCE = 1e-4
@@ -71,16 +71,7 @@ def served_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def catalog(served_dir: Path, encoders: dict[str, Path]) -> Catalog:
-    entries = ['[[models]]\nname = "all-MiniLM-L6-v2"\naliases = ["embed"]\n']
-    entries += [
-        f'[[models]]\nname = "{name}"\npath = "{folder}"\ninstances = 1\n'
-        for name, folder in encoders.items()
-    ]
-    catalog_path = served_dir / "models.toml"
-    catalog_path.write_text("\n".join(entries))
-    catalog = prepare(catalog_path, served_dir / "served")
-    assert isinstance(catalog, Catalog), catalog
-    return catalog
+    return catalog_beside_minilm(served_dir, encoders)
 
 
 @pytest.fixture(scope="module")
@@ -331,25 +322,12 @@ def gateway(
         yield running
 
 
-def _post(gateway: RunningGateway, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        gateway.url + route,
-        data=json.dumps(payload).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
 def test_tei_embed_sparse_through_the_gateway(
     gateway: RunningGateway, expected: dict[tuple[str, str], Reference]
 ) -> None:
     name = sorted({name for name, _ in expected})[0]
     texts = [text for text in SAMPLE_TEXTS if text]
-    status, answer = _post(gateway, "/embed_sparse", {"model": name, "inputs": texts})
+    status, answer = post_json(gateway, "/embed_sparse", {"model": name, "inputs": texts})
     assert status == 200, answer
     rows = [
         (np.asarray([e["index"] for e in row]), np.asarray([e["value"] for e in row]))
@@ -358,7 +336,7 @@ def test_tei_embed_sparse_through_the_gateway(
     _assert_rows_match(rows, [expected[name, "plain"][SAMPLE_TEXTS.index(t)] for t in texts])
     # TEI's dense /embed serves the embedding model beside it, named or alone,
     # and so does its root route, as huggingface_hub's InferenceClient calls it.
-    status, dense = _post(gateway, "/embed", {"inputs": texts})
+    status, dense = post_json(gateway, "/embed", {"inputs": texts})
     assert status == 200 and len(dense) == len(texts) and len(dense[0]) == 384, dense
     hub = InferenceClient(base_url=gateway.url).feature_extraction(texts[0])
     np.testing.assert_allclose(hub, np.asarray(dense[:1], np.float32), atol=1e-6)
@@ -385,7 +363,7 @@ def test_bad_sparse_requests_are_refused_naming_the_field(
     assert len(encoders) > 1, "the 'serves several' case needs two"
     if payload.get("model") == "<sparse>":
         payload = {**payload, "model": sorted(encoders)[0]}
-    answered, body = _post(gateway, route, payload)
+    answered, body = post_json(gateway, route, payload)
     assert answered == status, body
     message = body["error"]["message"] if route == "/v1/embeddings" else body["error"]
     assert named in message, message
@@ -407,10 +385,10 @@ def test_the_gateway_serves_the_catalog_by_name(
             listed = {model["id"] for model in json.loads(reply.read())["data"]}
         assert listed == {name for model in catalog.models for name in model.names}
         for name in ("embed", "all-MiniLM-L6-v2"):
-            status, body = _post(gateway, "/v1/embeddings", {"model": name, "input": "text"})
+            status, body = post_json(gateway, "/v1/embeddings", {"model": name, "input": "text"})
             assert status == 200 and len(body["data"][0]["embedding"]) == 384, body
         sparse = sorted(model.name for model in catalog.models if model.task == "sparse")
-        status, body = _post(gateway, "/embed_sparse", {"model": sparse[0], "inputs": "text"})
+        status, body = post_json(gateway, "/embed_sparse", {"model": sparse[0], "inputs": "text"})
         assert status == 200 and body[0], body
 
 
