@@ -13,19 +13,16 @@ the same versions write the same weights and vocabularies.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
 
-from harness.export_environment import run_in_export_environment
 from harness.family_models import (
     BERT_SPECIALS,
     MAX_SEQ_LENGTH,
@@ -36,6 +33,7 @@ from harness.family_models import (
     unigram_tokenizer,
     wordpiece_tokenizer,
 )
+from harness.model_builds import ModelBuilds
 
 # transformers' model input names: BertTokenizer's feed token type ids, XLMRobertaTokenizer's not
 # (and PreTrainedTokenizerFast's default feeds none).
@@ -110,42 +108,13 @@ def build_cross_encoder(spec: CrossEncoderModel, out_dir: Path) -> Path:
     return target
 
 
-def build_cross_encoder_models(
-    out_dir: Path, names: Sequence[str] = CROSS_ENCODER_NAMES
-) -> dict[str, Path]:
-    """Builds the named rerankers' folders under out_dir; returns name -> folder."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()
-    unknown = sorted(set(names) - set(CROSS_ENCODER_NAMES))
-    if unknown:
-        raise ValueError(f"unknown cross-encoders {unknown}; known: {list(CROSS_ENCODER_NAMES)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return {
-        model.name: build_cross_encoder(model, out_dir)
-        for model in CROSS_ENCODERS
-        if model.name in names
-    }
-
-
-def build_in_export_environment(out_dir: Path, names: Sequence[str] = CROSS_ENCODER_NAMES) -> None:
-    """build_cross_encoder_models for callers without torch (the tests): run in the export
-    environment, where it is."""
-    models = [argument for name in names for argument in ("--model", name)]
-    run_in_export_environment(["-m", "harness.cross_encoder_models", str(out_dir), *models])
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", type=Path, help="folder to write one subfolder per model into")
-    parser.add_argument(
-        "--model", action="append", choices=CROSS_ENCODER_NAMES, help="build only these"
-    )
-    args = parser.parse_args(argv)
-    folders = build_cross_encoder_models(args.out_dir, args.model or CROSS_ENCODER_NAMES)
-    print(json.dumps({name: str(path) for name, path in folders.items()}, indent=2))
+BUILDS = ModelBuilds(
+    "harness.cross_encoder_models",
+    "cross-encoders",
+    {model.name: partial(build_cross_encoder, model) for model in CROSS_ENCODERS},
+)
+build_in_export_environment = BUILDS.build_in_export_environment
 
 
 if __name__ == "__main__":
-    main()
+    BUILDS.main(__doc__.splitlines()[0])

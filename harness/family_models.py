@@ -12,13 +12,12 @@ build is seeded: the same versions write the same weights and vocabularies.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from tokenizers import (
     trainers,
 )
 
-from harness.export_environment import run_in_export_environment
+from harness.model_builds import ModelBuilds
 
 MAX_SEQ_LENGTH = 128
 HIDDEN = 64
@@ -460,40 +459,14 @@ def build_family(family: Family, out_dir: Path) -> Path:
     return target
 
 
-def build_family_models(out_dir: Path, names: Sequence[str] = FAMILY_NAMES) -> dict[str, Path]:
-    """Builds the named families' folders under out_dir; returns name -> folder."""
-    # Offline: nothing here needs the hub, and a lookup would only stall.
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers.utils import logging as transformers_logging
-
-    # Tiny models load in milliseconds; the progress bars would only fill the log.
-    transformers_logging.disable_progress_bar()
-    unknown = sorted(set(names) - set(FAMILY_NAMES))
-    if unknown:
-        raise ValueError(f"unknown families {unknown}; known: {list(FAMILY_NAMES)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return {
-        family.name: build_family(family, out_dir) for family in FAMILIES if family.name in names
-    }
-
-
-def build_in_export_environment(out_dir: Path, names: Sequence[str] = FAMILY_NAMES) -> None:
-    """build_family_models for callers without torch (the tests, perf/): run in the export
-    environment, where it is."""
-    families = [argument for name in names for argument in ("--family", name)]
-    run_in_export_environment(["-m", "harness.family_models", str(out_dir), *families])
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", type=Path, help="folder to write one subfolder per family into")
-    parser.add_argument(
-        "--family", action="append", choices=FAMILY_NAMES, help="build only these (repeatable)"
-    )
-    args = parser.parse_args(argv)
-    folders = build_family_models(args.out_dir, args.family or FAMILY_NAMES)
-    print(json.dumps({name: str(path) for name, path in folders.items()}, indent=2))
+BUILDS = ModelBuilds(
+    "harness.family_models",
+    "families",
+    {family.name: partial(build_family, family) for family in FAMILIES},
+    option="--family",
+)
+build_in_export_environment = BUILDS.build_in_export_environment
 
 
 if __name__ == "__main__":
-    main()
+    BUILDS.main(__doc__.splitlines()[0])

@@ -14,16 +14,14 @@ stays current.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from harness.export_environment import run_in_export_environment
+from harness.model_builds import ModelBuilds
 
 SEED = 20240611
 MAX_LENGTH = 512
@@ -105,37 +103,13 @@ def build_bench_model(spec: RerankBenchModel, out_dir: Path) -> Path:
     return target
 
 
-def build_bench_models(out_dir: Path, names: Sequence[str] = BENCH_MODEL_NAMES) -> dict[str, Path]:
-    """Builds the named folders under out_dir (those missing); returns name -> folder."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    unknown = sorted(set(names) - set(BENCH_MODEL_NAMES))
-    if unknown:
-        raise ValueError(f"unknown models {unknown}; known: {list(BENCH_MODEL_NAMES)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return {
-        model.name: build_bench_model(model, out_dir)
-        for model in BENCH_MODELS
-        if model.name in names
-    }
-
-
-def build_in_export_environment(
-    out_dir: Path, names: Sequence[str] = BENCH_MODEL_NAMES
-) -> dict[str, Path]:
-    """build_bench_models for callers without torch (perf/): run in the export environment."""
-    models = [argument for name in names for argument in ("--model", name)]
-    run_in_export_environment(["-m", "harness.rerank_bench_models", str(out_dir), *models])
-    return {name: out_dir / name for name in names}
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", type=Path, help="folder to write one subfolder per model into")
-    parser.add_argument("--model", action="append", choices=BENCH_MODEL_NAMES, help="only these")
-    args = parser.parse_args(argv)
-    folders = build_bench_models(args.out_dir, args.model or BENCH_MODEL_NAMES)
-    print(json.dumps({name: str(path) for name, path in folders.items()}, indent=2))
+BUILDS = ModelBuilds(
+    "harness.rerank_bench_models",
+    "models",
+    {model.name: partial(build_bench_model, model) for model in BENCH_MODELS},
+)
+build_in_export_environment = BUILDS.build_in_export_environment
 
 
 if __name__ == "__main__":
-    main()
+    BUILDS.main(__doc__.splitlines()[0])

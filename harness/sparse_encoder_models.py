@@ -13,17 +13,14 @@ the same versions write the same weights and vocabularies.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from harness.cross_encoder_models import WITH_TOKEN_TYPES
-from harness.export_environment import run_in_export_environment
 from harness.family_models import (
     BERT_SPECIALS,
     MAX_SEQ_LENGTH,
@@ -31,6 +28,7 @@ from harness.family_models import (
     _bert_config,
     wordpiece_tokenizer,
 )
+from harness.model_builds import ModelBuilds
 
 # With random weights about half the logits are positive, so half the vocabulary would be
 # active; a negative MLM output bias leaves a few percent, as a trained SPLADE model's rows.
@@ -94,42 +92,13 @@ def build_sparse_encoder(spec: SparseEncoderModel, out_dir: Path) -> Path:
     return target
 
 
-def build_sparse_encoder_models(
-    out_dir: Path, names: Sequence[str] = SPARSE_ENCODER_NAMES
-) -> dict[str, Path]:
-    """Builds the named sparse encoders' folders under out_dir; returns name -> folder."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()
-    unknown = sorted(set(names) - set(SPARSE_ENCODER_NAMES))
-    if unknown:
-        raise ValueError(f"unknown sparse encoders {unknown}; known: {list(SPARSE_ENCODER_NAMES)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return {
-        model.name: build_sparse_encoder(model, out_dir)
-        for model in SPARSE_ENCODERS
-        if model.name in names
-    }
-
-
-def build_in_export_environment(out_dir: Path, names: Sequence[str] = SPARSE_ENCODER_NAMES) -> None:
-    """build_sparse_encoder_models for callers without torch (the tests): run in the export
-    environment, where it is."""
-    models = [argument for name in names for argument in ("--model", name)]
-    run_in_export_environment(["-m", "harness.sparse_encoder_models", str(out_dir), *models])
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", type=Path, help="folder to write one subfolder per model into")
-    parser.add_argument(
-        "--model", action="append", choices=SPARSE_ENCODER_NAMES, help="build only these"
-    )
-    args = parser.parse_args(argv)
-    folders = build_sparse_encoder_models(args.out_dir, args.model or SPARSE_ENCODER_NAMES)
-    print(json.dumps({name: str(path) for name, path in folders.items()}, indent=2))
+BUILDS = ModelBuilds(
+    "harness.sparse_encoder_models",
+    "sparse encoders",
+    {model.name: partial(build_sparse_encoder, model) for model in SPARSE_ENCODERS},
+)
+build_in_export_environment = BUILDS.build_in_export_environment
 
 
 if __name__ == "__main__":
-    main()
+    BUILDS.main(__doc__.splitlines()[0])
