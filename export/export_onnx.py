@@ -221,7 +221,8 @@ def export_reranker(model_dir: Path, args: argparse.Namespace) -> None:
     print(
         f"exported task=rerank {spec.model_type} ({spec.architecture}) graph=plain "
         f"inputs={'+'.join(graph.input_names)} max_seq_length={spec.max_seq_length} "
-        f"activation={spec.activation} max_score_difference={result.max_difference:.2e} "
+        f"activation={spec.activation} prompts={sorted(spec.prompts) or 'none'} "
+        f"max_score_difference={result.max_difference:.2e} "
         f"over {result.num_pairs} pairs -> {model_path}"
     )
 

@@ -117,7 +117,9 @@ def rerank_record(
     spec: RerankSpec, inputs: tuple[str, ...], result: ScoreCheckResult, opset: int
 ) -> dict[str, Any]:
     """The content of a reranker's export.json: what the scorer and the pair tokenizer need
-    (inputs, max length, vocabularies, activation) and the check's results."""
+    (inputs, max length, vocabularies, activation; prompts and default_prompt_name, which the
+    pair tokenizer puts before the query, named as in the bi-encoder's record) and the check's
+    results."""
     return {
         "task": "rerank",
         "graph": "plain",
@@ -133,6 +135,8 @@ def rerank_record(
         "vocab_size": spec.vocab_size,
         # Token type ids must lie below it; null where the graph takes none.
         "type_vocab_size": spec.type_vocab_size if "token_type_ids" in inputs else None,
+        "prompts": spec.prompts,
+        "default_prompt_name": spec.default_prompt_name,
         "opset": opset,
         "max_score_difference_allowed": MAX_SCORE_DIFFERENCE,
         "max_score_difference": result.max_difference,

@@ -1,7 +1,7 @@
 """Reading a sentence-transformers CrossEncoder folder into the RerankSpec the reranker's export
 works from: modules.json (one Transformer module, sequence classification), the classifier's
-config.json (architecture, labels, vocabularies), the max length and the activation the folder
-names, refusing what the export cannot serve."""
+config.json (architecture, labels, vocabularies), the max length, the activation and the prompts
+the folder names, refusing what the export cannot serve."""
 
 from __future__ import annotations
 
@@ -50,6 +50,10 @@ class RerankSpec:
     num_labels: int
     activation: Activation
     activation_fn: str  # the class path the activation was read as
+    # config_sentence_transformers.json's: name -> text put before the query, as
+    # CrossEncoder.predict(prompt_name=...) puts it.
+    prompts: dict[str, str]
+    default_prompt_name: str | None
 
 
 def read_rerank_modules(model_dir: Path) -> list[dict[str, Any]]:
@@ -92,21 +96,9 @@ def read_activation(model_dir: Path) -> str:
     return str(activation_fn)
 
 
-def check_no_default_prompt(model_dir: Path) -> None:
-    """Refuses a default prompt: CrossEncoder.predict would put it before every query, and the
-    served pairs carry none."""
-    prompts, default_prompt_name = read_prompts(model_dir)
-    if default_prompt_name is not None and prompts[default_prompt_name]:
-        raise SystemExit(
-            f"{model_dir / ST_CONFIG}: default_prompt_name {default_prompt_name!r} puts "
-            f"{prompts[default_prompt_name]!r} before every query; a reranker with a default "
-            "prompt cannot be exported"
-        )
-
-
 def read_rerank_spec(model_dir: Path) -> RerankSpec:
-    """Collects architecture, labels, max length and activation from the CrossEncoder folder's
-    configs, refusing what the export cannot serve."""
+    """Collects architecture, labels, max length, activation and prompts from the CrossEncoder
+    folder's configs, refusing what the export cannot serve."""
     modules = read_rerank_modules(model_dir)
     transformer_dir = model_dir / str(modules[0].get("path", ""))
     model_type = read_model_type(transformer_dir, RERANK_MODEL_TYPES)
@@ -114,7 +106,7 @@ def read_rerank_spec(model_dir: Path) -> RerankSpec:
     config = read_json(config_path)
     num_labels = read_num_labels(config_path, config)
     activation_fn = read_activation(model_dir)
-    check_no_default_prompt(model_dir)
+    prompts, default_prompt_name = read_prompts(model_dir)
     st_config = read_transformer_config(transformer_dir, SEQUENCE_CLASSIFICATION)
     return RerankSpec(
         model_dir=model_dir,
@@ -128,4 +120,6 @@ def read_rerank_spec(model_dir: Path) -> RerankSpec:
         num_labels=num_labels,
         activation=ACTIVATIONS[activation_fn],
         activation_fn=activation_fn,
+        prompts=prompts,
+        default_prompt_name=default_prompt_name,
     )

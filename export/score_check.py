@@ -1,7 +1,8 @@
 """The reranker's check against sentence-transformers: the check pairs (several queries, short,
-long and unicode documents, some past the max length so truncation matters), tokenized as
-served (the ids and token type ids must be CrossEncoder's own), then the ONNX graph's scores,
-batched and one pair at a time, compared with CrossEncoder.predict."""
+long and unicode documents, some past the max length so truncation matters), unprompted and with
+each of the model's prompts before the query, tokenized as served (the ids and token type ids
+must be CrossEncoder's own), then the ONNX graph's scores, batched and one pair at a time,
+compared with CrossEncoder.predict (with that prompt_name)."""
 
 from __future__ import annotations
 
@@ -112,15 +113,32 @@ def check_pair_token_ids(
     print(f"pair tokenizer check: the same ids as CrossEncoder for {len(pairs)} pairs")
 
 
+def predict_reference(
+    model: CrossEncoder, pairs: Sequence[Pair], prompt_name: str | None
+) -> FloatArray:
+    """CrossEncoder.predict's scores with the named prompt, or with none at all: without
+    prompt_name, predict() would apply default_prompt_name, so unprompted pairs pass an empty
+    prompt."""
+    prompt = {"prompt": ""} if prompt_name is None else {"prompt_name": prompt_name}
+    scores = model.predict(list(pairs), convert_to_numpy=True, show_progress_bar=False, **prompt)
+    return np.asarray(scores, dtype=np.float32)
+
+
 def build_pair_check_set(
     spec: RerankSpec, model: CrossEncoder, tokenizer: Tokenizer, takes_token_types: bool
 ) -> PairCheckSet:
-    """Tokenizes the check pairs as served, checks the ids against CrossEncoder's, and scores
-    them with CrossEncoder.predict."""
-    encodings = tuple(tokenizer.encode_batch(list(CHECK_PAIRS)))
-    check_pair_token_ids(spec, model, CHECK_PAIRS, encodings, takes_token_types)
-    reference = model.predict(list(CHECK_PAIRS), convert_to_numpy=True, show_progress_bar=False)
-    return PairCheckSet(CHECK_PAIRS, encodings, np.asarray(reference, dtype=np.float32))
+    """Tokenizes the check pairs as served, unprompted and after each prompt (its text before
+    the query), checks the ids against CrossEncoder's, and scores them with
+    CrossEncoder.predict."""
+    pairs: list[Pair] = []
+    references = []
+    for prompt_name in (None, *sorted(spec.prompts)):
+        prompt = "" if prompt_name is None else spec.prompts[prompt_name]
+        pairs += [(prompt + query, document) for query, document in CHECK_PAIRS]
+        references.append(predict_reference(model, CHECK_PAIRS, prompt_name))
+    encodings = tuple(tokenizer.encode_batch(pairs))
+    check_pair_token_ids(spec, model, pairs, encodings, takes_token_types)
+    return PairCheckSet(tuple(pairs), encodings, np.concatenate(references))
 
 
 def run_scores(session: ort.InferenceSession, encodings: Sequence[Encoding]) -> FloatArray:

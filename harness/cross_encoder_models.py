@@ -3,7 +3,8 @@ reranker's export and serving can be tested without a model hub: BERT (a pair's 
 token type ids), XLM-RoBERTa (one token type) and BERT with an Identity activation (raw
 logits). Each is a transformers sequence classifier built from a small config, with the family
 builder's tokenizer (harness/family_models.py), wrapped in a CrossEncoder and saved by
-`CrossEncoder.save`, as sentence-transformers 5+ saves rerankers.
+`CrossEncoder.save`, as sentence-transformers 5+ saves rerankers. The Identity one has prompts,
+its query prompt the default, so the default and a named prompt are served and checked.
 
     .venv-export/bin/python -m harness.cross_encoder_models OUT_DIR
 
@@ -13,10 +14,11 @@ the same versions write the same weights and vocabularies.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,8 @@ class CrossEncoderModel:
     config: Callable[[Tokenizer], Any]  # tokenizer -> transformers config
     model_input_names: list[str]
     identity: bool = False  # raw logits instead of CrossEncoder's default sigmoid
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
 
 
 CROSS_ENCODERS: tuple[CrossEncoderModel, ...] = (
@@ -75,6 +79,8 @@ CROSS_ENCODERS: tuple[CrossEncoderModel, ...] = (
         config=_bert_config,
         model_input_names=WITH_TOKEN_TYPES,
         identity=True,
+        prompts={"query": "query: ", "web": "Given a web search query: "},
+        default_prompt_name="query",
     ),
 )
 CROSS_ENCODER_NAMES = tuple(model.name for model in CROSS_ENCODERS)
@@ -104,7 +110,20 @@ def build_cross_encoder(spec: CrossEncoderModel, out_dir: Path) -> Path:
             **spec.special_tokens,
         ).save_pretrained(workdir)
         activation = torch.nn.Identity() if spec.identity else None
-        CrossEncoder(workdir, device="cpu", activation_fn=activation).save(str(target))
+        CrossEncoder(
+            workdir,
+            device="cpu",
+            activation_fn=activation,
+            prompts=dict(spec.prompts),
+            default_prompt_name=spec.default_prompt_name,
+        ).save(str(target))
+    # What the folder says is what the export reads: the prompts exactly as given (the library
+    # would add empty query/document entries of its own).
+    st_config_path = target / "config_sentence_transformers.json"
+    st_config = json.loads(st_config_path.read_text(encoding="utf-8"))
+    st_config["prompts"] = dict(spec.prompts)
+    st_config["default_prompt_name"] = spec.default_prompt_name
+    st_config_path.write_text(json.dumps(st_config, indent=2) + "\n", encoding="utf-8")
     return target
 
 

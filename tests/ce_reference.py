@@ -2,10 +2,11 @@
 suite: sentence-transformers (and torch) live only in the export environment, so the tests run
 this script with the export venv's python.
 
-Reads `{"model_dir": str, "pairs": [[query, document], ...]}` from stdin (or a JSON list of such
-requests, answered from one process) and writes `{"scores": [float, ...], "input_ids":
-[[int, ...], ...], "token_type_ids": [[int, ...], ...] or null}`, ids without padding, null where
-the tokenizer feeds no token type ids.
+Reads `{"model_dir": str, "pairs": [[query, document], ...], "prompt_name": str (optional)}` from
+stdin (or a JSON list of such requests, answered from one process) and writes `{"scores":
+[float, ...], "input_ids": [[int, ...], ...], "token_type_ids": [[int, ...], ...] or null}`, ids
+without padding, null where the tokenizer feeds no token type ids. Without prompt_name, predict
+applies the model's default prompt, if it has one; the ids are those of the prompted pairs.
 """
 
 import os
@@ -24,8 +25,12 @@ def score(request: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
         models[model_dir] = CrossEncoder(model_dir, device="cpu")
     model = models[model_dir]
     pairs = [(str(query), str(document)) for query, document in request["pairs"]]
-    scores = model.predict(pairs, convert_to_numpy=True, show_progress_bar=False)
-    features = model.preprocess(pairs)
+    prompt_name = request.get("prompt_name")
+    scores = model.predict(
+        pairs, prompt_name=prompt_name, convert_to_numpy=True, show_progress_bar=False
+    )
+    prompt = model.prompts.get(prompt_name or model.default_prompt_name or "", "")
+    features = model.preprocess([(prompt + query, document) for query, document in pairs])
     masks = features["attention_mask"].tolist()
 
     def unpadded(name: str) -> list[list[int]] | None:

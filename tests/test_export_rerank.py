@@ -31,7 +31,7 @@ EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
 CE_REFERENCE = REPO_ROOT / "tests" / "ce_reference.py"
 MAX_SCORE_DIFFERENCE = 1e-4
 MAX_SEQ_LENGTH = 128
-# export/score_check.py: 5 queries x 7 documents.
+# export/score_check.py: 5 queries x 7 documents, unprompted and after each prompt.
 CHECK_PAIRS = 35
 WITH_TYPES = ["input_ids", "attention_mask", "token_type_ids"]
 # What each reranker's record must say: (model_type, inputs, type_vocab_size, activation).
@@ -111,9 +111,18 @@ def cross_encoder(cross_encoder_folders: dict[str, Path]) -> dict[str, dict[str,
     return dict(zip(EXPECTED, json.loads(completed.stdout), strict=True))
 
 
+def prompted(export: Export, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs as the pair tokenizer stage reads them unasked: the record's default prompt,
+    if any, before each query."""
+    record = export.record
+    prompt = record["prompts"].get(record["default_prompt_name"] or "", "")
+    return [(prompt + query, document) for query, document in pairs]
+
+
 def score(export: Export, pairs: list[tuple[str, str]], zero_types: bool = False) -> np.ndarray:
-    """The exported graph on the pair tokenizer's ids, padded on the right as the server pads."""
-    encodings = export.tokenizer().encode_batch(pairs)
+    """The exported graph on the pair tokenizer's ids of the pairs as the stage reads them,
+    padded on the right as the server pads."""
+    encodings = export.tokenizer().encode_batch(prompted(export, pairs))
     width = max(len(encoding.ids) for encoding in encodings)
     arrays = {name: np.zeros((len(pairs), width), np.int64) for name in WITH_TYPES}
     for row, encoding in enumerate(encodings):
@@ -146,7 +155,11 @@ def test_each_reranker_exports_and_passes_its_score_check(
     config = json.loads((export.folder / "config.json").read_text())
     assert record["vocab_size"] == config["vocab_size"]
     assert record["model_dir"] == str(export.folder)
-    assert record["num_check_pairs"] == CHECK_PAIRS == len(record["check_score_differences"])
+    checked = CHECK_PAIRS * (1 + len(record["prompts"]))
+    assert record["num_check_pairs"] == checked == len(record["check_score_differences"])
+    prompts = json.loads((export.folder / "config_sentence_transformers.json").read_text())
+    assert record["prompts"] == prompts.get("prompts", {})
+    assert record["default_prompt_name"] == prompts.get("default_prompt_name")
     assert record["max_score_difference"] <= MAX_SCORE_DIFFERENCE
     assert max(record["check_score_differences"].values()) == record["max_score_difference"]
     # Both folders that read the record get the same one; no bi-encoder folder is written.
@@ -182,7 +195,7 @@ def test_the_pair_tokenizer_gives_cross_encoders_ids_on_truncated_pairs(
     assert tokenizer.truncation["max_length"] == MAX_SEQ_LENGTH
     assert tokenizer.truncation["strategy"] == "longest_first"
     theirs = cross_encoder[name]
-    encodings = tokenizer.encode_batch(FRESH_PAIRS)
+    encodings = tokenizer.encode_batch(prompted(exports[name], FRESH_PAIRS))
     assert [encoding.ids for encoding in encodings] == theirs["input_ids"]
     for encoding in encodings[-len(TRUNCATED) :]:
         assert len(encoding.ids) == MAX_SEQ_LENGTH

@@ -45,6 +45,8 @@ DOCUMENTS = [
 ]
 # float32 on both sides, the same graph's arithmetic against torch's.
 MAX_SCORE_DIFFERENCE = 1e-4
+# The reranker with prompts, its query prompt the default (harness/cross_encoder_models.py).
+PROMPTED = "bert_identity-reranker"
 
 
 @pytest.fixture(scope="module")
@@ -99,18 +101,19 @@ def _pairs() -> list[tuple[str, str]]:
     return [(query, document) for query in QUERIES for document in DOCUMENTS]
 
 
-@pytest.fixture(scope="module")
-def expected(rerankers: dict[str, Path]) -> dict[str, np.ndarray]:
-    """CrossEncoder.predict's scores on the original weights, per model."""
-    jobs = [{"model_dir": str(folder), "pairs": _pairs()} for folder in rerankers.values()]
+def _predict(jobs: list[dict[str, Any]]) -> list[np.ndarray]:
+    """CrossEncoder.predict's scores on the original weights, per job (tests/ce_reference.py)."""
     done = run_in_export_environment(
         [str(REPO_ROOT / "tests" / "ce_reference.py")], json.dumps(jobs)
     )
-    answers = json.loads(done.stdout)
-    return {
-        name: np.asarray(answer["scores"], np.float32)
-        for name, answer in zip(rerankers, answers, strict=True)
-    }
+    return [np.asarray(answer["scores"], np.float32) for answer in json.loads(done.stdout)]
+
+
+@pytest.fixture(scope="module")
+def expected(rerankers: dict[str, Path]) -> dict[str, np.ndarray]:
+    """CrossEncoder.predict's scores, per model, with its default prompt where it has one."""
+    jobs = [{"model_dir": str(folder), "pairs": _pairs()} for folder in rerankers.values()]
+    return dict(zip(rerankers, _predict(jobs), strict=True))
 
 
 def test_the_start_line_names_each_rerankers_check(catalog: Catalog) -> None:
@@ -164,6 +167,11 @@ def test_a_reranker_has_one_entry_point_and_its_own_stages(
             "input_too_large: pair 0 (QUERY[0], TEXT[0]) has",
         ),
         ([("a query", "d")], {"truncate": "yes"}, "invalid_parameter 'truncate'"),
+        (
+            [("a query", "d")],
+            {"prompt_name": "web"},
+            "invalid_parameter 'prompt_name': unknown prompt 'web'",
+        ),
     ],
 )
 def test_bad_input_is_refused_alone_naming_it(
@@ -354,6 +362,25 @@ def test_openai_embeddings_refuse_a_reranker_naming_its_task(
     assert f"'{name}' does not embed (its task is 'rerank')" in body["error"]["message"]
 
 
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_named_prompt_goes_before_the_query_as_cross_encoder_puts_it(
+    server: RunningServer,
+    rerankers: dict[str, Path],
+    expected: dict[str, np.ndarray],
+    protocol: str,
+) -> None:
+    pairs = [(QUERIES[0], document) for document in DOCUMENTS]
+    job = {"model_dir": str(rerankers[PROMPTED]), "pairs": pairs, "prompt_name": "web"}
+    (reference,) = _predict([job])
+    # Else the prompt's effect would go unseen: the default prompt scores otherwise.
+    assert np.abs(reference - expected[PROMPTED][: len(DOCUMENTS)]).max() > MAX_SCORE_DIFFERENCE
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    with EmbeddingClient(url, protocol, model=PROMPTED) as client:  # type: ignore[arg-type]
+        ranked = client.rerank(QUERIES[0], DOCUMENTS, prompt_name="web")
+    served = np.array([each.relevance_score for each in sorted(ranked, key=lambda e: e.index)])
+    np.testing.assert_allclose(served, reference, rtol=0, atol=MAX_SCORE_DIFFERENCE)
+
+
 def test_the_rerank_command_prints_the_ranking(
     server: RunningServer, expected: dict[str, np.ndarray]
 ) -> None:
@@ -377,6 +404,13 @@ def test_the_rerank_command_prints_the_ranking(
         timeout=60,
     )
     assert refused.returncode == 1 and "query is empty" in refused.stderr, refused.stderr
+    unknown = subprocess.run(
+        [*command, f"--model={PROMPTED}", "--query=q", "--prompt-name=nope", "a document"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert unknown.returncode == 1 and "unknown prompt 'nope'" in unknown.stderr, unknown.stderr
 
 
 # A tenant's texts quota, which a rerank request's documents count against.

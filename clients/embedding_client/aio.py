@@ -136,8 +136,9 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
         *,
         top_n: int | None = None,
         truncate: bool | None = None,
+        prompt_name: str | None = None,
     ) -> list[Ranked]:
-        call = rerank_call(query, documents, top_n, truncate)
+        call = rerank_call(query, documents, top_n, truncate, prompt_name)
         requests = call.split(await self.max_batch_size(self.model))
         parts = await self._gather(self.model, requests, call.parameters, output=SCORE_OUTPUT)
         return call.ranked(parts)

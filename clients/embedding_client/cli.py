@@ -26,6 +26,7 @@ from embedding_client.client import EmbeddingClient
 from embedding_client.command_line import (
     add_inputs,
     add_no_truncate,
+    add_prompt_name,
     add_server,
     command_parser,
     server_url,
@@ -54,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", choices=list(ROW_DTYPES), default=OPTION_DEFAULTS["dtype"])
     parser.add_argument("--dimensions", type=int, help="keep the first k dimensions")
     parser.add_argument("--no-normalize", dest="normalize", action="store_false")
-    parser.add_argument("--prompt-name", help="one of the model's prompts, put before each text")
+    add_prompt_name(parser, "each text")
     parser.add_argument(
         "--input-type", choices=INPUT_TYPES, help="the model's prompt for this kind of text"
     )

@@ -158,12 +158,14 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
         *,
         top_n: int | None = None,
         truncate: bool | None = None,
+        prompt_name: str | None = None,
     ) -> list[Ranked]:
         """The documents ranked by relevance to `query`, highest first, top_n
         of them (all by default); the client's model must be a reranker.
         truncate=False refuses a pair over the model's max length instead of
-        cutting it."""
-        call = rerank_call(query, documents, top_n, truncate)
+        cutting it; prompt_name puts one of the model's prompts before the
+        query (its default prompt, if it has one, goes there unasked)."""
+        call = rerank_call(query, documents, top_n, truncate, prompt_name)
         requests = call.split(self.max_batch_size(self.model))
         parts = self._transport.infer_all(
             self.model, requests, call.parameters, self._headers, SCORE_OUTPUT

@@ -43,5 +43,9 @@ def add_no_truncate(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def add_prompt_name(parser: argparse.ArgumentParser, where: str) -> None:
+    parser.add_argument("--prompt-name", help=f"one of the model's prompts, put before {where}")
+
+
 def server_url(args: argparse.Namespace) -> str:
     return str(args.url or DEFAULT_URLS[args.protocol])

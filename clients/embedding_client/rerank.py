@@ -13,7 +13,7 @@ import numpy as np
 
 from embedding_client.batching import Request, Tensor, checked_texts, spans
 from embedding_client.errors import InvalidInputError
-from embedding_client.options import Parameters
+from embedding_client.options import Parameters, TextOptions
 
 # The score output of a reranker's entry point (model_repository/reranker/rerank).
 SCORE_OUTPUT = "SCORE"
@@ -49,15 +49,21 @@ class RerankCall:
 
 
 def rerank_call(
-    query: str, documents: str | Sequence[str], top_n: int | None, truncate: bool | None
+    query: str,
+    documents: str | Sequence[str],
+    top_n: int | None,
+    truncate: bool | None,
+    prompt_name: str | None,
 ) -> RerankCall:
-    """The call, or InvalidInputError naming what is wrong with it."""
+    """The call, or InvalidInputError naming what is wrong with it. Which
+    prompt names exist is the server's to say, per model."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query is empty: a query needs some text")
     items = checked_texts(documents, "documents")
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
         raise InvalidInputError(f"top_n must be a positive integer, got {top_n!r}")
-    parameters: Parameters = {} if truncate is None else {"truncate": truncate}
+    options = TextOptions(prompt_name=prompt_name, truncate=truncate)
+    parameters: Parameters = {name: getattr(options, name) for name in options.text_options}
     return RerankCall(query, items, top_n, parameters)
 
 

@@ -20,6 +20,7 @@ from embedding_client.client import EmbeddingClient
 from embedding_client.command_line import (
     add_inputs,
     add_no_truncate,
+    add_prompt_name,
     add_server,
     command_parser,
     server_url,
@@ -34,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--query", required=True, help="what the documents are ranked for")
     parser.add_argument("--model", required=True, help="the server's reranker (Triton name)")
     parser.add_argument("--top-n", type=int, help="keep the best n (default: all)")
+    add_prompt_name(parser, "the query")
     add_server(parser)
     add_no_truncate(parser, "pairs")
     return parser
@@ -51,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         with EmbeddingClient(
             url, args.protocol, model=args.model, priority=args.priority
         ) as client:
-            ranked = client.rerank(args.query, documents, top_n=args.top_n, truncate=args.truncate)
+            ranked = client.rerank(
+                args.query,
+                documents,
+                top_n=args.top_n,
+                truncate=args.truncate,
+                prompt_name=args.prompt_name,
+            )
     except EmbeddingError as error:
         print(f"rerank: error: {error}", file=sys.stderr)
         return 1

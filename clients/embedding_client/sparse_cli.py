@@ -19,6 +19,7 @@ from embedding_client.client import EmbeddingClient
 from embedding_client.command_line import (
     add_inputs,
     add_no_truncate,
+    add_prompt_name,
     add_server,
     command_parser,
     server_url,
@@ -34,7 +35,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-active-dims", type=int, help="keep each text's n largest entries (default: all)"
     )
-    parser.add_argument("--prompt-name", help="one of the model's prompts, put before each text")
+    add_prompt_name(parser, "each text")
     add_server(parser)
     add_no_truncate(parser, "texts")
     return parser

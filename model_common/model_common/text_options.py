@@ -56,7 +56,7 @@ def _invalid(parameter: str, detail: str) -> str:
     return error_message(ErrorKind.INVALID_PARAMETER, detail, parameter)
 
 
-def _prompt(parameters: Mapping[str, object], prompts: Prompts) -> str:
+def prompt_text(parameters: Mapping[str, object], prompts: Prompts) -> str:
     """The prompt text the request asks for; raises ValueError with the
     message that refuses it."""
     name = parameters.get("prompt_name")
@@ -94,7 +94,7 @@ def text_options(
     """The request's text options, or the message that refuses them.
     `parameters` are the request's parameters as Triton's JSON gives them."""
     try:
-        prompt = _prompt(parameters, prompts)
+        prompt = prompt_text(parameters, prompts)
     except ValueError as error:
         return str(error)
     truncate = parameters.get("truncate", truncate_default)

@@ -8,7 +8,9 @@ batch-encode call per execute, the longer text of a pair cut first where
 it is over the model's max length (the truncation export/ wrote into
 tokenizer.json, as CrossEncoder truncates). The `truncate` request
 parameter (a boolean; the config's default) refuses an over-long pair
-instead.
+instead. The model's prompt (`prompt_name`, or `input_type`, else its
+default prompt; model_common.text_options) goes before each query, as
+CrossEncoder.predict(prompt_name=...) puts it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 from model_common.errors import ErrorKind, error_message
+from model_common.record import ExportRecord
+from model_common.text_options import Prompts, prompt_text
 from model_common.tokens import pad_rows
 from model_common.triton import AdmissionDoor, invalid, read_texts
 from tokenizers import Encoding, Tokenizer
@@ -26,12 +30,22 @@ Pairs = tuple[list[tuple[str, str]], bool]  # a request's pairs, and whether to 
 
 
 def _decode_pairs(
-    request: pb_utils.InferenceRequest, max_text_bytes: int, truncate_default: bool
+    request: pb_utils.InferenceRequest,
+    max_text_bytes: int,
+    truncate_default: bool,
+    prompts: Prompts,
 ) -> Pairs | pb_utils.TritonError:
-    """The request's pairs and its truncation, or the error that refuses it."""
-    truncate = json.loads(request.parameters()).get("truncate", truncate_default)
+    """The request's pairs, each query after its prompt, and its truncation,
+    or the error that refuses it."""
+    parameters = json.loads(request.parameters())
+    truncate = parameters.get("truncate", truncate_default)
     if not isinstance(truncate, bool):
         return invalid(error_message(ErrorKind.INVALID_PARAMETER, "must be a boolean", "truncate"))
+    try:
+        prompt = prompt_text(parameters, prompts)
+    except ValueError as error:
+        return invalid(str(error))
+    # The query is checked empty before its prompt goes before it.
     queries = read_texts(request, "QUERY", max_text_bytes)
     if isinstance(queries, pb_utils.TritonError):
         return queries
@@ -45,13 +59,16 @@ def _decode_pairs(
                     ErrorKind.INVALID_INPUT, f"QUERY[{index}] is empty: a query needs some text"
                 )
             )
-    return list(zip(queries, documents, strict=True)), truncate
+    return [
+        (prompt + query, document) for query, document in zip(queries, documents, strict=True)
+    ], truncate
 
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
         version_dir = Path(args["model_repository"]) / args["model_version"]
+        self._prompts = Prompts.from_record(ExportRecord.read(version_dir).fields)
         path = version_dir / "tokenizer.json"
         self._truncating = Tokenizer.from_file(str(path))
         truncation = self._truncating.truncation
@@ -71,7 +88,8 @@ class TritonPythonModel:
         self, requests: list[pb_utils.InferenceRequest]
     ) -> list[pb_utils.InferenceResponse]:
         decoded = [
-            _decode_pairs(request, self._max_text_bytes, self._truncate) for request in requests
+            _decode_pairs(request, self._max_text_bytes, self._truncate, self._prompts)
+            for request in requests
         ]
         valid = [item for item in decoded if not isinstance(item, pb_utils.TritonError)]
         if valid:
