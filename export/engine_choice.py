@@ -30,26 +30,33 @@ def precision_candidates(has_bf16: bool) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class PrecisionChoice:
-    """The precision served (None: none kept the bar) and each measured min cosine, in the
-    order measured."""
+    """The precision served (None: none kept its bar) and each one's measure (a bi-encoder's
+    min cosine, a reranker's max score difference), in the order measured."""
 
     served: str | None
-    min_cosine: dict[str, float]
+    measured: dict[str, float]
 
     def refused(self) -> dict[str, float]:
-        return {p: c for p, c in self.min_cosine.items() if p != self.served}
+        return {p: c for p, c in self.measured.items() if p != self.served}
+
+
+def keeps_cosine_bar(precision: str, min_cosine: float) -> bool:
+    """A bi-encoder's bar, the same for every precision."""
+    return min_cosine >= MIN_COSINE
 
 
 def choose_precision(
-    candidates: tuple[str, ...], measure: Callable[[str], float]
+    candidates: tuple[str, ...],
+    measure: Callable[[str], float],
+    keeps: Callable[[str, float], bool] = keeps_cosine_bar,
 ) -> PrecisionChoice:
-    """Measures the candidates in order and stops at the first whose min cosine keeps
-    MIN_COSINE: a precision below the bar is never served, and one above it is not
-    passed over for a later one."""
+    """Measures the candidates in order and stops at the first whose measure keeps its bar:
+    a precision that misses it is never served, and one that keeps it is not passed over for
+    a later one."""
     measured: dict[str, float] = {}
     for precision in candidates:
         measured[precision] = measure(precision)
-        if measured[precision] >= MIN_COSINE:
+        if keeps(precision, measured[precision]):
             return PrecisionChoice(precision, measured)
     return PrecisionChoice(None, measured)
 

@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import onnxruntime as ort
 import openvino as ov
 from engine_choice import (
     MIN_COSINE,
@@ -42,6 +39,14 @@ from engine_choice import (
 )
 from export_onnx import export_parser
 from model_folder import default_model_dir, read_json, read_model_spec, read_task
+from openvino_ir import (
+    compile_for,
+    convert,
+    engine_speeds,
+    has_bfloat16,
+    one_thread_session,
+    publish_ir,
+)
 from publish import EMBED_LAYOUT, RERANK_LAYOUT, SPARSE_LAYOUT, write_atomically
 from reference_check import (
     CHECK_TEXTS,
@@ -52,12 +57,10 @@ from reference_check import (
     build_check_set,
     graph_cosines,
 )
+from rerank_openvino import export_reranker_ir
 from served_tokenizer import IntArray, load_tokenizer, pad_batch
 from st_model import load_checked_model
 from tokenizers import Tokenizer
-
-TIMING_SECONDS = 1.0
-TIMING_ROUNDS = 2
 
 Batch = tuple[IntArray, IntArray]
 
@@ -69,15 +72,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "onnx_cpu/ and openvino_cpu/",
     )
     return parser.parse_args(argv)
-
-
-def compile_for(core: ov.Core, model_xml: Path, precision: str) -> ov.CompiledModel:
-    """One stream of one thread, as each of the server's streams runs."""
-    return core.compile_model(
-        str(model_xml),
-        "CPU",
-        {"INFERENCE_PRECISION_HINT": precision, "NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1},
-    )
 
 
 def run_ir(compiled: ov.CompiledModel, batch: Batch) -> FloatArray:
@@ -128,50 +122,29 @@ def timing_batches(tokenizer: Tokenizer) -> dict[str, Batch]:
     }
 
 
-def texts_per_s(run: Any, batch: Batch) -> float:
-    run(batch)  # the first run allocates
-    rows, start, elapsed = 0, time.perf_counter(), 0.0
-    while elapsed < TIMING_SECONDS:
-        run(batch)
-        rows += batch[0].shape[0]
-        elapsed = time.perf_counter() - start
-    return rows / elapsed
-
-
-def engine_speeds(
+def embedder_speeds(
     onnx_path: Path, compiled: ov.CompiledModel, batches: dict[str, Batch]
 ) -> dict[str, dict[str, float]]:
-    """texts/s of each engine on each batch, one thread each, alternating rounds so drift on
-    a shared machine hits both alike; the best round counts."""
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    """texts/s of each engine on each batch, one thread each."""
+    session = one_thread_session(onnx_path)
     engines = {
         "onnxruntime": lambda batch: session.run(
             None, {"input_ids": batch[0], "attention_mask": batch[1]}
         ),
         "openvino": lambda batch: run_ir(compiled, batch),
     }
-    speeds: dict[str, dict[str, float]] = {name: {} for name in engines}
-    for _ in range(TIMING_ROUNDS):
-        for name, run in engines.items():
-            for batch_name, batch in batches.items():
-                rate = texts_per_s(run, batch)
-                speeds[name][batch_name] = max(rate, speeds[name].get(batch_name, 0.0))
-    return speeds
+    return engine_speeds(engines, batches, lambda batch: batch[0].shape[0])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     repository = args.repository.resolve()
     onnx_dir = repository / EMBED_LAYOUT.model
-    scorer_record = repository / RERANK_LAYOUT.model / "export.json"
-    if scorer_record.exists() and not (onnx_dir / "export.json").exists():
-        raise SystemExit(
-            f"{repository} holds a reranker's export ({scorer_record}); export_openvino.py "
-            f"converts a bi-encoder's ({onnx_dir}) only"
-        )
+    if (repository / RERANK_LAYOUT.model / "export.json").exists() and not (
+        onnx_dir / "export.json"
+    ).exists():
+        export_reranker_ir(repository, args.model_dir)
+        return
     sparse_record = repository / SPARSE_LAYOUT.model / "export.json"
     if sparse_record.exists() and not (onnx_dir / "export.json").exists():
         raise SystemExit(
@@ -188,8 +161,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     task = read_task(model_dir)
     if task == "rerank":
         raise SystemExit(
-            f"{model_dir} holds a reranker (CrossEncoder); export_openvino.py converts "
-            "bi-encoders only"
+            f"{model_dir} holds a reranker (CrossEncoder), but {repository} holds no reranker "
+            f"export ({repository / RERANK_LAYOUT.model}): export it with export_onnx.py first"
         )
     if task == "sparse":
         raise SystemExit(
@@ -203,10 +176,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     core = ov.Core()
     capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-    has_bf16 = "BF16" in capabilities
+    has_bf16 = has_bfloat16(core)
     with tempfile.TemporaryDirectory(prefix="export_openvino_") as workdir:
-        model_xml = Path(workdir) / "model.xml"
-        ov.save_model(ov.convert_model(str(onnx_path)), str(model_xml), compress_to_fp16=False)
+        model_xml = convert(onnx_path, Path(workdir))
         compiled: dict[str, ov.CompiledModel] = {}
 
         def measure(precision: str) -> float:
@@ -226,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         precision, served = choice.served, compiled[choice.served]
         if not has_bf16:
             print("check: this processor has no bfloat16; float32 is served")
-        speeds = engine_speeds(onnx_path, served, timing_batches(tokenizer))
+        speeds = embedder_speeds(onnx_path, served, timing_batches(tokenizer))
         faster = faster_engine(speeds)
         for name, rates in speeds.items():
             print(f"timing: {name} " + ", ".join(f"{b} {r:.1f} texts/s" for b, r in rates.items()))
@@ -235,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "openvino": {
                 "precision": precision,
                 "min_cosine_required": MIN_COSINE,
-                "min_cosine": choice.min_cosine,
+                "min_cosine": choice.measured,
                 "processor_capabilities": list(capabilities),
                 "version": ov.get_version(),
                 "texts_per_s_one_thread": speeds,
@@ -243,11 +215,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             },
         }
         target = repository / "openvino_cpu" / "embedder" / "1"
-        for name in ("model.bin", "model.xml"):
-            write_atomically(
-                target / name,
-                lambda temp, name=name: shutil.copyfile(Path(workdir) / name, temp),
-            )
+        publish_ir(model_xml, target)
         write_atomically(
             target / "export.json",
             lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),

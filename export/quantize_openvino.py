@@ -21,8 +21,9 @@ from typing import Any
 
 import nncf
 import openvino as ov
-from export_openvino import compile_for, min_cosine
+from export_openvino import min_cosine
 from model_folder import default_model_dir, read_json, read_model_spec
+from openvino_ir import compile_for
 from publish import write_atomically
 from reference_check import CHECK_TEXTS, l2_normalize
 from served_tokenizer import load_tokenizer, pad_batch

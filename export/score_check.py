@@ -6,7 +6,7 @@ compared with CrossEncoder.predict (with that prompt_name)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ import numpy as np
 import onnxruntime as ort
 from reference_check import LONG_TEXT, FloatArray
 from rerank_folder import RerankSpec
-from served_tokenizer import pad_inputs
+from served_tokenizer import IntArray, pad_inputs
 from tokenizers import Encoding, Tokenizer
 
 if TYPE_CHECKING:
@@ -141,22 +141,31 @@ def build_pair_check_set(
     return PairCheckSet(tuple(pairs), encodings, np.concatenate(references))
 
 
-def run_scores(session: ort.InferenceSession, encodings: Sequence[Encoding]) -> FloatArray:
+# A graph's run: its named inputs -> its scores, [pairs, 1].
+RunGraph = Callable[[dict[str, IntArray]], FloatArray]
+
+
+def run_scores(run: RunGraph, names: Sequence[str], encodings: Sequence[Encoding]) -> FloatArray:
     """The graph's scores ([pairs]) for encodings padded on the right, as the server pads."""
-    names = [graph_input.name for graph_input in session.get_inputs()]
-    (score,) = session.run(None, pad_inputs(encodings, names))
-    return score[:, 0]
+    return run(pad_inputs(encodings, names))[:, 0]
+
+
+def score_differences(run: RunGraph, names: Sequence[str], check: PairCheckSet) -> FloatArray:
+    """Per check pair, the largest difference to CrossEncoder.predict of the graph's scores,
+    batched and one pair at a time."""
+    runs = [
+        run_scores(run, names, check.encodings),
+        np.concatenate([run_scores(run, names, [encoding]) for encoding in check.encodings]),
+    ]
+    return np.max([np.abs(scores - check.reference) for scores in runs], axis=0)
 
 
 def score_check(onnx_path: Path, check: PairCheckSet) -> ScoreCheckResult:
     """Compares the ONNX graph's scores, batched and one pair at a time, with
     CrossEncoder.predict; refuses the export past MAX_SCORE_DIFFERENCE."""
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    runs = [
-        run_scores(session, check.encodings),
-        np.concatenate([run_scores(session, [encoding]) for encoding in check.encodings]),
-    ]
-    differences = np.max([np.abs(scores - check.reference) for scores in runs], axis=0)
+    names = [graph_input.name for graph_input in session.get_inputs()]
+    differences = score_differences(lambda feeds: session.run(None, feeds)[0], names, check)
     max_difference = float(differences.max())
     print(
         f"score check: max difference {max_difference:.2e} to CrossEncoder.predict over "

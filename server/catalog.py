@@ -42,8 +42,13 @@ TASKS_BY_MODEL_TYPE = {
     "SparseEncoder": "sparse",
 }
 TASKS = tuple(TASKS_BY_MODEL_TYPE.values())
-# The engines a reranker or a sparse encoder is exported for, so far.
-ONNX_ONLY_ENGINES = ("auto", "onnxruntime")
+# The engines each task's export writes for; a bi-encoder's are ENGINES. A
+# reranker's auto is the CPU engine its export measured faster.
+TASK_ENGINES = {
+    "embed": ENGINES,
+    "rerank": ("auto", "onnxruntime", "openvino"),
+    "sparse": ("auto", "onnxruntime"),
+}
 # Triton names a model by its folder: letters, digits, '_', '-' and '.',
 # not starting with '.', and short enough for a metric label.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -202,9 +207,11 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
         return kind
     if task is not None and task != kind.task:
         return f"'task' is {task!r}, but {resolved} holds a {kind.model_type}: {kind.task!r}"
-    if kind.task != "embed" and engine not in ONNX_ONLY_ENGINES:
+    served_by = [each for each in TASK_ENGINES[kind.task] if each != "auto"]
+    if engine not in TASK_ENGINES[kind.task]:
         return (
-            f"'engine' is {engine!r}, but a {kind.model_type} is served by onnxruntime only, so far"
+            f"'engine' is {engine!r}, but a {kind.model_type} is served by "
+            f"{' or '.join(served_by)} only, so far"
         )
     return CatalogModel(name, resolved, tuple(aliases), str(engine), instances, kind.task)
 

@@ -41,15 +41,14 @@ def engine_of(model: CatalogModel) -> str:
     """The engine that serves `model`: its own choice, or for auto the
     packaged model's TensorRT engine where this server has it built, else
     the CPU engine its export measured faster."""
-    if model.task != "embed":
-        # A reranker or a sparse encoder is exported for ONNX Runtime alone
-        # (catalog.ONNX_ONLY_ENGINES).
+    if model.task == "sparse":
+        # Exported for ONNX Runtime alone (catalog.TASK_ENGINES).
         return "onnxruntime"
     if model.engine != "auto":
         return model.engine
     if model.path is None and TENSORRT_PLAN.exists():
         return "tensorrt"
-    return faster_cpu_engine(export_root(model))
+    return faster_cpu_engine(export_root(model), model.task)
 
 
 def engine_folder(model: CatalogModel) -> str:
@@ -110,7 +109,7 @@ def ensure_exported(model: CatalogModel) -> str | None:
     print(f"catalog: exporting {model.name!r} from {model.path}", file=sys.stderr, flush=True)
     script = str(REPO_ROOT / "export" / "export_onnx.py")
     steps = [[str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]]
-    if model.task == "embed" and model.engine != "onnxruntime":
+    if model.task != "sparse" and model.engine != "onnxruntime":
         openvino = str(REPO_ROOT / "export" / "export_openvino.py")
         steps.append([str(EXPORT_PYTHON), openvino, f"--repository={root}"])
     stamp.unlink(missing_ok=True)

@@ -50,15 +50,38 @@ def _stage_record(root: Path, stage: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _rerank_line(name: str, root: Path) -> str:
-    """A reranker's scorer: ONNX Runtime in float32, checked against CrossEncoder.predict."""
+def _rerank_line(model: CatalogModel, engine: str, root: Path) -> str:
+    """A reranker's scorer: its engine and precision, and its scores' checks against
+    CrossEncoder.predict (export/score_check.py, export/rerank_openvino.py)."""
     record = _stage_record(root, RERANKER_REPOSITORY / "scorer")
-    return (
-        f"{name}: reranker, engine onnxruntime, precision f32, activation "
-        f"{record.get('activation')}; max score difference to CrossEncoder "
-        f"{record.get('max_score_difference')} over {record.get('num_check_pairs')} pairs "
-        f"(bar {record.get('max_score_difference_allowed')})"
-    )
+    openvino = record.get("openvino")
+    chosen_by = "auto" if model.engine == "auto" else "the catalog"
+    line = f"{model.name}: reranker, engine {engine}"
+    if engine == "openvino" and openvino is not None:
+        served = openvino["precision"]
+        line += (
+            f", precision {served} ({chosen_by}), activation {record.get('activation')}; max "
+            f"score difference to CrossEncoder {openvino['max_score_difference'][served]} "
+            f"(bound {openvino['max_score_difference_allowed'][served]})"
+        )
+    else:
+        line += (
+            f", precision f32 ({chosen_by}), activation {record.get('activation')}; max score "
+            f"difference to CrossEncoder {record.get('max_score_difference')} over "
+            f"{record.get('num_check_pairs')} pairs (bar "
+            f"{record.get('max_score_difference_allowed')})"
+        )
+    if openvino is not None and model.engine == "auto":
+        measured = ", ".join(
+            f"{p} {value:.2e}" for p, value in openvino["max_score_difference"].items()
+        )
+        rates = "; ".join(
+            f"{ENGINE_NAMES[name]} "
+            + ", ".join(f"{batch} {rate:.0f}" for batch, rate in speeds.items())
+            for name, speeds in openvino["pairs_per_s_one_thread"].items()
+        )
+        line += f"; OpenVINO checked {measured}; pairs/s on one thread: {rates}"
+    return line
 
 
 def _sparse_line(name: str, root: Path) -> str:
@@ -75,7 +98,7 @@ def _sparse_line(name: str, root: Path) -> str:
 
 def engine_line(model: CatalogModel) -> str:
     if model.task == "rerank":
-        return _rerank_line(model.name, export_root(model))
+        return _rerank_line(model, engine_of(model), export_root(model))
     if model.task == "sparse":
         return _sparse_line(model.name, export_root(model))
     return served_engine_line(

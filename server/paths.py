@@ -51,12 +51,16 @@ TENSORRT_FOLDER = "tensorrt_gpu"
 TENSORRT_PLAN = MODEL_REPOSITORY / TENSORRT_FOLDER / "embedder_engine" / "1" / "model.plan"
 
 
-def faster_cpu_engine(export_root: Path) -> str:
-    """The CPU engine to serve the model exported under `export_root`:
-    OpenVINO where its export measured it faster than ONNX Runtime on this
-    machine at the cosine bar (export/export_openvino.py), ONNX Runtime
-    otherwise."""
-    version = export_root / ENGINE_FOLDERS["openvino"] / "embedder" / "1"
+# Where export/export_openvino.py writes a task's IR and its record.
+OPENVINO_VERSIONS = {"embed": "openvino_cpu/embedder/1", "rerank": "reranker/scorer/1"}
+
+
+def faster_cpu_engine(export_root: Path, task: str) -> str:
+    """The CPU engine to serve the model of `task` exported under
+    `export_root`: OpenVINO where its export measured it faster than ONNX
+    Runtime on this machine at its bar (export/export_openvino.py), ONNX
+    Runtime otherwise."""
+    version = export_root / OPENVINO_VERSIONS[task]
     record = version / "export.json"
     if not record.exists() or not (version / "model.xml").exists():
         return "onnxruntime"
@@ -66,7 +70,7 @@ def faster_cpu_engine(export_root: Path) -> str:
 
 def default_cpu_embedder() -> Path:
     """The packaged model's CPU embedder folder to serve."""
-    return MODEL_REPOSITORY / ENGINE_FOLDERS[faster_cpu_engine(MODEL_REPOSITORY)]
+    return MODEL_REPOSITORY / ENGINE_FOLDERS[faster_cpu_engine(MODEL_REPOSITORY, "embed")]
 
 
 def default_repositories() -> tuple[Path, Path]:

@@ -38,7 +38,7 @@ from server.catalog import (
     CatalogModel,
     read_catalog,
 )
-from server.catalog_exports import engine_folder, ensure_exported, export_root
+from server.catalog_exports import engine_folder, engine_of, ensure_exported, export_root
 from server.paths import (
     MODEL_REPOSITORY,
     REPO_ROOT,
@@ -61,6 +61,8 @@ ENSEMBLES = {
 }
 # The tokenizer parameter naming the embedder whose backlog it admits by.
 EMBEDDER_MODEL_PARAMETER = "embedder_model"
+# The scorer parameter naming the engine that runs its graph.
+ENGINE_PARAMETER = "engine"
 
 # Edits of a shipped config's text: standard library only, like the
 # launcher that writes the repository, and the shipped comments stay.
@@ -177,6 +179,9 @@ def write_served_repository(
         if tokenizer_instances is not None:
             tokenizer.append(_instances(tokenizer_instances))
         embedder = [] if model.instances is None else [_instances(model.instances)]
+        if model.task == "rerank":
+            # One scorer runs either engine's file of the export.
+            embedder.append(_parameter(ENGINE_PARAMETER, engine_of(model)))
         _stage(out, model, model.tokenizer, tokenizer_source, tokenizer)
         _stage(out, model, model.engine_stage, engine_source, embedder)
         # The TensorRT embedder runs its engine, a model of its own.

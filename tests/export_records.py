@@ -26,3 +26,20 @@ def assert_the_recorded_choices_replay(openvino: dict[str, Any]) -> None:
     replayed = choose_precision(precision_candidates(has_bf16), measured.__getitem__)
     assert replayed == PrecisionChoice(served, measured), (replayed, openvino)
     assert faster_engine(openvino["texts_per_s_one_thread"]) == openvino["faster_engine"]
+
+
+def assert_the_recorded_reranker_choices_replay(openvino: dict[str, Any]) -> None:
+    """As for a bi-encoder, with a reranker's measure: each precision's max score difference
+    to CrossEncoder.predict against its own bound."""
+    measured = openvino["max_score_difference"]
+    bounds = openvino["max_score_difference_allowed"]
+    served = openvino["precision"]
+    assert measured[served] <= bounds[served], openvino
+    has_bf16 = "BF16" in openvino["processor_capabilities"]
+    replayed = choose_precision(
+        precision_candidates(has_bf16),
+        measured.__getitem__,
+        lambda precision, difference: difference <= bounds[precision],
+    )
+    assert replayed == PrecisionChoice(served, measured), (replayed, openvino)
+    assert faster_engine(openvino["pairs_per_s_one_thread"]) == openvino["faster_engine"]

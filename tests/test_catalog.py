@@ -101,7 +101,11 @@ def _saved_as(tmp_path: Path, model_type: object) -> None:
 @pytest.mark.parametrize(
     ("model_type", "entry", "named"),
     [
-        ("CrossEncoder", 'engine = "openvino"\n', ["entry 'm'", "'openvino'", "onnxruntime only"]),
+        (
+            "CrossEncoder",
+            'engine = "tensorrt"\n',
+            ["entry 'm'", "the tensorrt engine serves the packaged model only"],
+        ),
         (
             "SparseEncoder",
             'engine = "openvino"\n',

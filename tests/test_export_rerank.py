@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+import openvino as ov
 import pytest
+from export_records import assert_the_recorded_reranker_choices_replay
 from tokenizers import Tokenizer
 
 from harness.export_environment import run_in_export_environment
@@ -119,9 +121,15 @@ def prompted(export: Export, pairs: list[tuple[str, str]]) -> list[tuple[str, st
     return [(prompt + query, document) for query, document in pairs]
 
 
-def score(export: Export, pairs: list[tuple[str, str]], zero_types: bool = False) -> np.ndarray:
-    """The exported graph on the pair tokenizer's ids of the pairs as the stage reads them,
-    padded on the right as the server pads."""
+def score(
+    export: Export,
+    pairs: list[tuple[str, str]],
+    zero_types: bool = False,
+    run: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
+) -> np.ndarray:
+    """The exported graph (ONNX Runtime on model.onnx, unless `run` runs another) on the pair
+    tokenizer's ids of the pairs as the stage reads them, padded on the right as the server
+    pads."""
     encodings = export.tokenizer().encode_batch(prompted(export, pairs))
     width = max(len(encoding.ids) for encoding in encodings)
     arrays = {name: np.zeros((len(pairs), width), np.int64) for name in WITH_TYPES}
@@ -132,7 +140,8 @@ def score(export: Export, pairs: list[tuple[str, str]], zero_types: bool = False
             arrays["token_type_ids"][row, : len(encoding.ids)] = encoding.type_ids
     session = export.session()
     names = [graph_input.name for graph_input in session.get_inputs()]
-    (scores,) = session.run(None, {name: arrays[name] for name in names})
+    feeds = {name: arrays[name] for name in names}
+    scores = session.run(None, feeds)[0] if run is None else np.asarray(run(feeds))
     assert scores.dtype == np.float32 and scores.shape == (len(pairs), 1)
     return scores[:, 0]
 
@@ -162,9 +171,11 @@ def test_each_reranker_exports_and_passes_its_score_check(
     assert record["default_prompt_name"] == prompts.get("default_prompt_name")
     assert record["max_score_difference"] <= MAX_SCORE_DIFFERENCE
     assert max(record["check_score_differences"].values()) == record["max_score_difference"]
-    # Both folders that read the record get the same one; no bi-encoder folder is written.
+    # Both folders that read the record get the same one (the scorer's gains its OpenVINO
+    # results once export_openvino.py has run); no bi-encoder folder is written.
     pair_tokenizer_record = export.repository / "reranker/pair_tokenizer/1/export.json"
-    assert json.loads(pair_tokenizer_record.read_text()) == record
+    onnx_record = {key: value for key, value in record.items() if key != "openvino"}
+    assert json.loads(pair_tokenizer_record.read_text()) == onnx_record
     assert sorted(path.name for path in export.repository.iterdir()) == ["reranker"]
     assert f"exported task=rerank {model_type} " in export.output
     assert f"activation={activation} " in export.output
@@ -213,12 +224,28 @@ def test_the_segments_reach_the_bert_graph(exports: dict[str, Export]) -> None:
     assert np.abs(scores - score(export, FRESH_PAIRS, zero_types=True)).max() > 1e-3
 
 
-def test_openvino_refuses_a_reranker_export(exports: dict[str, Export]) -> None:
+def test_openvino_converts_a_reranker_and_records_its_choices(
+    exports: dict[str, Export], cross_encoder: dict[str, dict[str, Any]]
+) -> None:
     export = exports["xlmr"]
     result = run_script(EXPORT_OPENVINO, f"--repository={export.repository}")
-    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert "holds a reranker's export" in result.stderr
-    assert not (export.repository / "openvino_cpu").exists()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "exported OpenVINO IR of the reranker, precision " in result.stdout, result.stdout
+    openvino = export.record["openvino"]
+    assert_the_recorded_reranker_choices_replay(openvino)
+    # The IR beside the graph, and no bi-encoder folder.
+    scorer = export.repository / "reranker/scorer/1"
+    assert (scorer / "model.xml").exists() and (scorer / "model.bin").exists()
+    assert sorted(path.name for path in export.repository.iterdir()) == ["reranker"]
+    # The IR in the precision served scores fresh pairs within that precision's bound.
+    precision = openvino["precision"]
+    compiled = ov.Core().compile_model(
+        str(scorer / "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": precision}
+    )
+    ours = score(export, FRESH_PAIRS, run=lambda feeds: compiled(feeds)[compiled.output(0)])
+    theirs = np.asarray(cross_encoder["xlmr"]["scores"], dtype=np.float32)
+    bound = openvino["max_score_difference_allowed"][precision]
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound)
 
 
 def _edit_json(path: Path, edit: Callable[[Any], Any]) -> None:

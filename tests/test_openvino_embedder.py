@@ -216,4 +216,4 @@ def test_the_launcher_serves_the_engine_the_export_measured_faster(tmp_path: Pat
     # Without a complete OpenVINO export, ONNX Runtime serves.
     partial = tmp_path / "openvino_cpu"
     shutil.copytree(OPENVINO_CPU_REPOSITORY, partial, ignore=shutil.ignore_patterns("model.xml"))
-    assert paths.faster_cpu_engine(tmp_path) == "onnxruntime"
+    assert paths.faster_cpu_engine(tmp_path, "embed") == "onnxruntime"

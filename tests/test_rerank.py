@@ -23,6 +23,7 @@ import tritonclient.http as httpclient
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, InvalidInputError, Ranked
 from embedding_client.errors import AccessError
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
+from export_records import assert_the_recorded_reranker_choices_replay
 from served_catalog import catalog_beside_minilm, post_json
 from tritonclient.utils import InferenceServerException
 
@@ -31,6 +32,7 @@ from harness.export_environment import run_in_export_environment
 from harness.gateway import RunningGateway, running_gateway
 from harness.server import RunningServer, running_server
 from server.catalog import Catalog
+from server.catalog_exports import engine_of, export_root
 from server.engine_report import engine_line
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 
@@ -45,6 +47,8 @@ DOCUMENTS = [
 ]
 # float32 on both sides, the same graph's arithmetic against torch's.
 MAX_SCORE_DIFFERENCE = 1e-4
+# Each engine by name; the third reranker's is auto (the one its export measured faster).
+ENGINES = {"bert-reranker": "onnxruntime", "xlmr-reranker": "openvino"}
 # The reranker with prompts, its query prompt the default (harness/cross_encoder_models.py).
 PROMPTED = "bert_identity-reranker"
 
@@ -62,7 +66,7 @@ def served_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def catalog(served_dir: Path, rerankers: dict[str, Path]) -> Catalog:
-    return catalog_beside_minilm(served_dir, rerankers)
+    return catalog_beside_minilm(served_dir, rerankers, ENGINES)
 
 
 @pytest.fixture(scope="module")
@@ -116,26 +120,55 @@ def expected(rerankers: dict[str, Path]) -> dict[str, np.ndarray]:
     return dict(zip(rerankers, _predict(jobs), strict=True))
 
 
-def test_the_start_line_names_each_rerankers_check(catalog: Catalog) -> None:
+@pytest.fixture(scope="module")
+def allowed(catalog: Catalog) -> dict[str, float]:
+    """Each reranker's bound on its scores as served: float32's, or where OpenVINO serves it
+    in bfloat16, the bound its export checked (export/rerank_openvino.py)."""
+    bounds = {}
+    for model in catalog.models:
+        if model.task != "rerank":
+            continue
+        record_path = export_root(model) / "reranker" / "scorer" / "1" / "export.json"
+        openvino = json.loads(record_path.read_text()).get("openvino")
+        bounds[model.name] = (
+            openvino["max_score_difference_allowed"][openvino["precision"]]
+            if engine_of(model) == "openvino"
+            else MAX_SCORE_DIFFERENCE
+        )
+        if openvino is not None:
+            assert_the_recorded_reranker_choices_replay(openvino)
+    return bounds
+
+
+def test_the_start_line_names_each_rerankers_engine_and_check(
+    catalog: Catalog, allowed: dict[str, float]
+) -> None:
     for model in catalog.models:
         line = engine_line(model)
         if model.task == "embed":
             assert line.startswith(f"{model.name}: engine "), line
             continue
-        assert line.startswith(f"{model.name}: reranker, engine onnxruntime, precision f32, "), line
+        engine = engine_of(model)
+        assert engine == ENGINES.get(model.name, engine), (model.name, engine)
+        assert line.startswith(f"{model.name}: reranker, engine {engine}, precision "), line
         difference = float(line.split("max score difference to CrossEncoder ")[1].split()[0])
-        assert difference <= MAX_SCORE_DIFFERENCE, line
+        assert difference <= allowed[model.name], line
         assert "None" not in line, line
+        # auto says what it chose from.
+        assert ("pairs/s on one thread" in line) == (model.engine == "auto"), line
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_each_reranker_scores_like_cross_encoder(
-    server: RunningServer, expected: dict[str, np.ndarray], protocol: str
+    server: RunningServer,
+    expected: dict[str, np.ndarray],
+    allowed: dict[str, float],
+    protocol: str,
 ) -> None:
     client = _client(server, protocol)
     for name, reference in expected.items():
         served = _score(client, name, _pairs())
-        assert np.abs(served - reference).max() <= MAX_SCORE_DIFFERENCE, (name, served, reference)
+        assert np.abs(served - reference).max() <= allowed[name], (name, served, reference)
         # Random weights still rank: the scores must not all be one value.
         assert np.ptp(reference) > 10 * MAX_SCORE_DIFFERENCE, (name, reference)
 
@@ -367,6 +400,7 @@ def test_a_named_prompt_goes_before_the_query_as_cross_encoder_puts_it(
     server: RunningServer,
     rerankers: dict[str, Path],
     expected: dict[str, np.ndarray],
+    allowed: dict[str, float],
     protocol: str,
 ) -> None:
     pairs = [(QUERIES[0], document) for document in DOCUMENTS]
@@ -378,7 +412,7 @@ def test_a_named_prompt_goes_before_the_query_as_cross_encoder_puts_it(
     with EmbeddingClient(url, protocol, model=PROMPTED) as client:  # type: ignore[arg-type]
         ranked = client.rerank(QUERIES[0], DOCUMENTS, prompt_name="web")
     served = np.array([each.relevance_score for each in sorted(ranked, key=lambda e: e.index)])
-    np.testing.assert_allclose(served, reference, rtol=0, atol=MAX_SCORE_DIFFERENCE)
+    np.testing.assert_allclose(served, reference, rtol=0, atol=allowed[PROMPTED])
 
 
 def test_the_rerank_command_prints_the_ranking(

@@ -1,6 +1,10 @@
 """The execute of a Python stage that runs an exported ONNX graph with one
-output row per input row under ONNX Runtime: a reranker's scorer (a score per
-pair) and a sparse encoder (a vocabulary-wide vector per text).
+output row per input row: a reranker's scorer (a score per pair) and a sparse
+encoder (a vocabulary-wide vector per text). The config's `engine` parameter
+says what runs it: ONNX Runtime on model.onnx, or OpenVINO on the IR
+export/export_openvino.py wrote beside it (model.xml), in the precision its
+`precision` parameter asks for (auto: the one the export checked), one
+thread each, as ONNX Runtime runs it.
 
 Like the ONNX embedder: requests are checked where they enter (token ids
 inside the vocabulary, token type ids inside the model's segments, the
@@ -12,22 +16,27 @@ are the export record's `inputs`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnxruntime as ort
+import openvino as ov
 import triton_python_backend_utils as pb_utils
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
 from model_common.backlog import started_count
 from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
+from model_common.openvino_compile import compile_cached, served_precision
 from model_common.rows import groups_by_tokens, real_lengths
 from model_common.tokens import TokenLimits, token_error
 from model_common.triton import invalid, respond_in_order
 
-# What ONNX Runtime raises when a request's values break the graph.
-_RUN_ERRORS = (Fail, InvalidArgument, RuntimeException)
+# What each engine raises when a request's values break the graph.
+_RUN_ERRORS = {
+    "onnxruntime": (Fail, InvalidArgument, RuntimeException),
+    "openvino": (RuntimeError,),
+}
 # Triton's input names, by the graph's.
 _TRITON_INPUTS = {
     "input_ids": "INPUT_IDS",
@@ -35,6 +44,8 @@ _TRITON_INPUTS = {
     "token_type_ids": "TOKEN_TYPE_IDS",
 }
 Feeds = dict[str, np.ndarray]  # the graph's inputs, by name: [rows, length] each
+# A graph's run: its inputs -> the output rows, [rows, width] float32.
+RunGraph = Callable[[Feeds], np.ndarray]
 # A request with its graph inputs, checked.
 # (A string: triton_python_backend_utils has no InferenceRequest when a stage is imported.)
 Checked = tuple["pb_utils.InferenceRequest", Feeds]
@@ -80,13 +91,14 @@ class OnnxRows:
         self._limits: TokenLimits = setup.limits
         self._tokens_per_run = setup.integer("tokens_per_run")
         self._started = started_count(args)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = setup.integer("intra_op_num_threads")
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self._session = ort.InferenceSession(
-            str(setup.version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
-        )
+        engine = setup.parameters["engine"]
+        if engine not in _RUN_ERRORS:
+            raise ValueError(
+                f"parameter 'engine' is {engine!r}; expected one of {list(_RUN_ERRORS)}"
+            )
+        self._run_errors = _RUN_ERRORS[engine]
+        opened = _open_openvino if engine == "openvino" else _open_onnxruntime
+        self._run_graph = opened(setup, self.graph_output)
 
     def execute(
         self, requests: list[pb_utils.InferenceRequest]
@@ -111,7 +123,7 @@ class OnnxRows:
         the graph, each request alone, so one never fails the others."""
         try:
             rows = self._run(_stack([feeds for _, feeds in batch]))
-        except _RUN_ERRORS:
+        except self._run_errors:
             return [self._run_alone(checked) for checked in batch]
         splits = np.cumsum([feeds["input_ids"].shape[0] for _, feeds in batch])[:-1]
         return [
@@ -123,7 +135,7 @@ class OnnxRows:
         request, feeds = checked
         try:
             return self._response(self._finish(self._run(feeds), request))
-        except _RUN_ERRORS as error:
+        except self._run_errors as error:
             return pb_utils.InferenceResponse(
                 error=invalid(
                     error_message(
@@ -140,7 +152,7 @@ class OnnxRows:
         for group in groups:
             length = int(lengths[group].max())
             trimmed = {name: array[group, :length] for name, array in feeds.items()}
-            outputs.append(self._session.run([self.graph_output], trimmed)[0])
+            outputs.append(self._run_graph(trimmed))
         rows = np.empty((len(lengths), outputs[0].shape[1]), np.float32)
         for group, output in zip(groups, outputs, strict=True):
             rows[group] = output
@@ -155,6 +167,34 @@ class OnnxRows:
         return pb_utils.InferenceResponse(
             output_tensors=[pb_utils.Tensor(self.triton_output, rows)]
         )
+
+
+def _open_onnxruntime(setup: EmbedderSetup, output: str) -> RunGraph:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = setup.integer("intra_op_num_threads")
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session = ort.InferenceSession(
+        str(setup.version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
+    return lambda feeds: session.run([output], feeds)[0]
+
+
+def _open_openvino(setup: EmbedderSetup, output: str) -> RunGraph:
+    core = ov.Core()
+    exported = str(dict(setup.record.fields.get("openvino") or {}).get("precision", "f32"))
+    precision = served_precision(
+        setup.parameters["precision"],
+        exported,
+        core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"),
+    )
+    threads = setup.integer("intra_op_num_threads")
+    compiled = compile_cached(core, setup.version_dir / "model.xml", precision, threads)
+    request = compiled.create_infer_request()
+    port = compiled.output(output)
+    pb_utils.Logger.log_info(f"OpenVINO {ov.get_version()}, precision {precision}")
+    # The request's output buffer is reused by its next run.
+    return lambda feeds: request.infer(feeds)[port].copy()
 
 
 def _stack(batch: Sequence[Feeds]) -> Feeds:
