@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,14 @@ def catalog_beside_minilm(
     return catalog
 
 
-def post_json(gateway: RunningGateway, route: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    """The status and JSON body of a POST of `payload` to the gateway's route."""
+def post_json(
+    gateway: RunningGateway,
+    route: str,
+    payload: dict[str, Any],
+    parse_float: Callable[[str], Any] = float,
+) -> tuple[int, Any]:
+    """The status and JSON body of a POST of `payload` to the gateway's route,
+    its numbers with a fraction read by `parse_float`."""
     request = urllib.request.Request(
         gateway.url + route,
         data=json.dumps(payload).encode(),
@@ -44,6 +51,6 @@ def post_json(gateway: RunningGateway, route: str, payload: dict[str, Any]) -> t
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
+            return reply.status, json.loads(reply.read(), parse_float=parse_float)
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())

@@ -334,6 +334,14 @@ def test_tei_embed_sparse_through_the_gateway(
         for row in answer
     ]
     _assert_rows_match(rows, [expected[name, "plain"][SAMPLE_TEXTS.index(t)] for t in texts])
+    # Each value in a float32's shortest digits (at most 9 significant), as TEI writes them,
+    # not in the 17 of the double it widens to.
+    _, digits = post_json(gateway, "/embed_sparse", {"model": name, "inputs": texts}, str)
+    written = [entry["value"] for row in digits for entry in row]
+    significant = [
+        len(v.lower().split("e")[0].strip("-").replace(".", "").strip("0")) for v in written
+    ]
+    assert max(significant) <= 9, [v for v, n in zip(written, significant, strict=True) if n > 9]
     # TEI's dense /embed serves the embedding model beside it, named or alone,
     # and so does its root route, as huggingface_hub's InferenceClient calls it.
     status, dense = post_json(gateway, "/embed", {"inputs": texts})

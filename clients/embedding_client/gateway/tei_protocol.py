@@ -126,13 +126,16 @@ def render_dense(vectors: np.ndarray) -> bytes:
 
 
 def render_sparse(rows: Sequence[SparseRow]) -> bytes:
-    """TEI's list of {index, value} per input."""
+    """TEI's list of {index, value} per input. Each value stays a numpy
+    scalar, so it is written in its own dtype's shortest digits, as TEI writes
+    them, not in those of the double it would widen to (about 25% longer)."""
     return orjson.dumps(
         [
             [
                 {"index": index, "value": value}
-                for index, value in zip(row.indices.tolist(), row.values.tolist(), strict=True)
+                for index, value in zip(row.indices.tolist(), row.values, strict=True)
             ]
             for row in rows
-        ]
+        ],
+        option=orjson.OPT_SERIALIZE_NUMPY,
     )
