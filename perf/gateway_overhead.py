@@ -43,6 +43,7 @@ from embedding_client.transport import OUTPUT, infer_inputs
 from harness.gateway import RunningGateway, running_gateway
 from harness.load import short_texts
 from harness.server import RunningServer, running_server
+from perf.process_cpu import cpu_seconds
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 TOKENIZER = TOKENIZER_JSON
@@ -116,12 +117,6 @@ def merge(parts: list[Latencies]) -> Latencies:
     )
 
 
-def process_cpu_s(pid: int) -> float:
-    """User plus system CPU time of a process, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def alternate(
     routes: dict[str, Call], batches: list[list[str]], args: argparse.Namespace
 ) -> dict[str, Latencies]:
@@ -163,9 +158,9 @@ async def measure_routes(
             await closed_loop(call, batches, args.clients, WARMUP_S)
         # The gateway idles while the direct routes run: its CPU time from
         # here on goes to the measured gateway requests.
-        cpu_start = process_cpu_s(gateway.pid)
+        cpu_start = cpu_seconds(gateway.pid)
         results = await alternate(routes, batches, args)
-        cpu_s = process_cpu_s(gateway.pid) - cpu_start
+        cpu_s = cpu_seconds(gateway.pid) - cpu_start
     return results, cpu_s * 1000 / len(results[GATEWAY_ROUTE].seconds)
 
 

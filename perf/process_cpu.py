@@ -39,7 +39,8 @@ class ProcessCpu:
         }
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used so far, user and system."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -64,7 +65,7 @@ def cpu_per_request(server: RunningServer, model: str = "embed") -> Iterator[lis
     it yields holds the result once the block is done."""
     pids = [server.tritonserver_pid, *child_pids(server.tritonserver_pid)]
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
-        before = {pid: _cpu_s(pid) for pid in pids}
+        before = {pid: cpu_seconds(pid) for pid in pids}
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         answered = _answered(client, model)
         found: list[ProcessCpu] = []
@@ -73,7 +74,7 @@ def cpu_per_request(server: RunningServer, model: str = "embed") -> Iterator[lis
     by_role: dict[str, float] = {}
     for pid in pids:
         role = _role(pid)
-        by_role[role] = by_role.get(role, 0.0) + (_cpu_s(pid) - before[pid]) / requests
+        by_role[role] = by_role.get(role, 0.0) + (cpu_seconds(pid) - before[pid]) / requests
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     client_s = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     found.append(ProcessCpu(by_role, client_s / requests, requests))

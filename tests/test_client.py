@@ -323,20 +323,6 @@ def test_model_names_the_triton_model(
     assert "'not-in-triton_tokens'" in ids.value.message
 
 
-def test_overload_rejection_is_unavailable(one_slot_server: RunningServer) -> None:
-    """Far more requests at once than the embedder queues: Triton turns some
-    away with UNAVAILABLE."""
-    texts = [f"Text {index} of a burst past the server's queues." for index in range(64 * 48)]
-
-    async def burst() -> None:
-        async with AsyncEmbeddingClient(one_slot_server.grpc_url, max_in_flight=48) as client:
-            await client.embed(texts)
-
-    with pytest.raises(UnavailableError) as caught:
-        asyncio.run(burst())
-    assert caught.value.status == "StatusCode.UNAVAILABLE"
-
-
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_unreachable_server_is_unavailable(protocol: str) -> None:
     with EmbeddingClient(f"127.0.0.1:{free_loopback_port()}", protocol, timeout_s=5) as client:

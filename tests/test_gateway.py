@@ -502,6 +502,8 @@ def test_unreachable_triton_is_503(tmp_path: Path) -> None:
         with pytest.raises(openai.InternalServerError) as caught:
             client.embeddings.create(model=MODEL, input="text")
         assert_openai_error(caught.value, 503, None)
+        # After its own retries of Triton, the gateway says when to come back.
+        assert caught.value.response.headers["Retry-After"] == "1"
         with pytest.raises(urllib.error.HTTPError) as not_ready:
             urllib.request.urlopen(f"{gateway.url}/health/ready", timeout=30)
         assert not_ready.value.code == 503

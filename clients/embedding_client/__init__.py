@@ -13,10 +13,12 @@ from embedding_client.errors import (
     UnavailableError,
 )
 from embedding_client.rerank import Ranked
+from embedding_client.retry import NO_RETRIES, RetryPolicy
 from embedding_client.sparse import SparseRow
 from embedding_client.tokenization import ClientTokenizer
 
 __all__ = [
+    "NO_RETRIES",
     "ROW_DTYPES",
     "AsyncEmbeddingClient",
     "ClientTokenizer",
@@ -24,6 +26,7 @@ __all__ = [
     "EmbeddingError",
     "InvalidInputError",
     "Ranked",
+    "RetryPolicy",
     "ServerError",
     "SparseRow",
     "UnavailableError",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Generic, Self, TypeVar
 
 from embedding_client.plan import planner
+from embedding_client.retry import DEFAULT_RETRY, RetryPolicy
 from embedding_client.tokenization import ClientTokenizer
 from embedding_client.transport import PROTOCOLS, Connection, Protocol, unknown_protocol
 
@@ -29,7 +30,8 @@ class ClientBase(ABC, Generic[TransportT]):
     truncation_direction), which only the server applies. `priority` is
     Triton's request priority level (0: the model's default), `max_in_flight`
     the requests kept in flight at once, `timeout_s` the most one request may
-    take."""
+    take. `retry` says which refusals of an overloaded or unreachable server
+    are sent again and when (embedding_client.retry; NO_RETRIES: none)."""
 
     def __init__(
         self,
@@ -42,10 +44,14 @@ class ClientBase(ABC, Generic[TransportT]):
         priority: int = 0,
         timeout_s: float = 60.0,
         api_key: str | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise unknown_protocol(protocol)
-        self._transport = self._open(protocol, Connection(url, max_in_flight, priority, timeout_s))
+        if not isinstance(retry, RetryPolicy):
+            raise ValueError(f"retry must be a RetryPolicy, got {retry!r}")
+        connection = Connection(url, max_in_flight, priority, timeout_s, retry)
+        self._transport = self._open(protocol, connection)
         self._planner = planner(model, tokenizer)
         self._limits: dict[str, int] = {}
         self._headers = _authorization(api_key)

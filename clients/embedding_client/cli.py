@@ -109,6 +109,7 @@ def run(args: argparse.Namespace, texts: list[str]) -> None:
         model=args.model,
         max_in_flight=args.max_in_flight,
         priority=args.priority,
+        retry=args.retry,
     ) as client:
         if args.output is None:
             embed_all(client, texts, args, sys.stdout.buffer)

@@ -27,6 +27,7 @@ from embedding_client.options import (
 )
 from embedding_client.plan import Plan, batch_limit
 from embedding_client.rerank import SCORE_OUTPUT, Ranked, rerank_call
+from embedding_client.retry import Retrier
 from embedding_client.sparse import SPARSE_OUTPUT, SparseRow, sparse_call
 from embedding_client.transport import (
     OUTPUT,
@@ -48,6 +49,7 @@ class _GrpcTransport:
         )
         self._call = grpc_call_options(connection)
         self._timeout_s = connection.timeout_s
+        self._retrier = Retrier(connection.retry)
 
     def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
         with triton_errors():
@@ -70,15 +72,18 @@ class _GrpcTransport:
     def _infer(
         self, model: str, parameters: Parameters, headers: Headers, output: str, request: Request
     ) -> np.ndarray:
-        with triton_errors():
-            result = self._client.infer(
-                model,
-                infer_inputs(grpcclient, request),
-                parameters=parameters,
-                headers=headers,
-                **self._call,
-            )
-        return result.as_numpy(output)
+        def attempt() -> np.ndarray:
+            with triton_errors():
+                result = self._client.infer(
+                    model,
+                    infer_inputs(grpcclient, request),
+                    parameters=parameters,
+                    headers=headers,
+                    **self._call,
+                )
+            return result.as_numpy(output)
+
+        return self._retrier.run(attempt)
 
     def close(self) -> None:
         self._pool.shutdown()
@@ -97,6 +102,7 @@ class _HttpTransport:
             network_timeout=connection.timeout_s,
         )
         self._priority = connection.priority
+        self._retrier = Retrier(connection.retry)
 
     def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
         with triton_errors():
@@ -110,18 +116,26 @@ class _HttpTransport:
         headers: Headers,
         output: str = OUTPUT,
     ) -> list[np.ndarray]:
-        with triton_errors():
-            pending = [
-                self._client.async_infer(
+        def send(request: Request) -> Any:
+            with triton_errors():
+                return self._client.async_infer(
                     model,
                     infer_inputs(httpclient, request),
                     parameters=parameters,
                     headers=headers,
                     priority=self._priority,
                 )
-                for request in requests
-            ]
-            return [reply.get_result().as_numpy(output) for reply in pending]
+
+        def result(reply: Any) -> np.ndarray:
+            with triton_errors():
+                return reply.get_result().as_numpy(output)
+
+        # All sent at once; a refused one is sent again alone.
+        pending = [send(request) for request in requests]
+        return [
+            self._retrier.run(partial(result, reply), lambda r=request: result(send(r)))
+            for request, reply in zip(requests, pending, strict=True)
+        ]
 
     def close(self) -> None:
         self._client.close()

@@ -1,11 +1,12 @@
 """The arguments the commands (embed, rerank, embed-sparse) share: where the
-texts come from, which server, and truncation."""
+texts come from, which server (and whether to retry it), and truncation."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from embedding_client.retry import DEFAULT_RETRY, NO_RETRIES
 from embedding_client.transport import DEFAULT_URLS, PROTOCOLS
 
 
@@ -31,6 +32,14 @@ def add_server(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="host:port; 127.0.0.1:8001 (gRPC) or :8000 (HTTP)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="grpc")
     parser.add_argument("--priority", type=int, default=0, help="Triton priority level")
+    parser.add_argument(
+        "--no-retry",
+        dest="retry",
+        action="store_const",
+        const=NO_RETRIES,
+        default=DEFAULT_RETRY,
+        help="report an overloaded or unreachable server at once instead of retrying with backoff",
+    )
 
 
 def add_no_truncate(parser: argparse.ArgumentParser, what: str) -> None:

@@ -3,10 +3,12 @@ tell a bad request from an overloaded or unreachable server."""
 
 from __future__ import annotations
 
+import http.client
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import aiohttp
 from tritonclient.utils import InferenceServerException
 
 # gRPC status codes as tritonclient spells them, and HTTP status codes.
@@ -85,7 +87,15 @@ def from_triton(error: InferenceServerException) -> EmbeddingError:
     return ServerError(message, status)
 
 
-def from_connection(error: OSError) -> UnavailableError:
+# A connection refused, reset, or closed before its answer: the network's
+# own errors, and how the HTTP clients under tritonclient name a connection
+# the server closed (geventhttpclient's HTTPConnectionClosed is an
+# http.client.HTTPException; aiohttp's ServerDisconnectedError a
+# ClientConnectionError).
+CONNECTION_ERRORS = (OSError, http.client.HTTPException, aiohttp.ClientConnectionError)
+
+
+def from_connection(error: Exception) -> UnavailableError:
     return UnavailableError(f"cannot reach the server ({type(error).__name__}: {error})")
 
 
@@ -96,5 +106,5 @@ def triton_errors() -> Iterator[None]:
         yield
     except InferenceServerException as error:
         raise from_triton(error) from error
-    except OSError as error:
+    except CONNECTION_ERRORS as error:
         raise from_connection(error) from error

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     url = server_url(args)
     try:
         with EmbeddingClient(
-            url, args.protocol, model=args.model, priority=args.priority
+            url, args.protocol, model=args.model, priority=args.priority, retry=args.retry
         ) as client:
             rows = client.embed_sparse(
                 texts,

@@ -8,6 +8,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from embedding_client.batching import Request
+from embedding_client.retry import RetryPolicy
 
 OUTPUT = "EMBEDDING"
 Protocol = Literal["grpc", "http"]
@@ -22,12 +23,13 @@ Headers = dict[str, str] | None
 class Connection:
     """url: host:port, no scheme. priority: Triton's request priority level,
     0 for the model's default. max_in_flight: requests this client keeps in
-    flight at once."""
+    flight at once. retry: what is sent again, when (embedding_client.retry)."""
 
     url: str
     max_in_flight: int
     priority: int
     timeout_s: float
+    retry: RetryPolicy
 
 
 def grpc_call_options(connection: Connection) -> dict[str, Any]:

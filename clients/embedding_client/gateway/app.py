@@ -100,8 +100,8 @@ async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIter
     await client.close()
 
 
-def _json(body: bytes, status: int = 200) -> web.Response:
-    return web.Response(body=body, status=status, content_type=JSON)
+def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=body, status=status, content_type=JSON, headers=headers)
 
 
 @web.middleware
@@ -109,7 +109,7 @@ async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamRe
     try:
         return await handler(request)
     except ApiError as error:
-        return _json(error.body(), error.status)
+        return _json(error.body(), error.status, error.headers)
     except web.HTTPException as error:
         if error.status < 400:
             raise
@@ -136,7 +136,7 @@ async def _rerank(api: Api, version: str, request: web.Request) -> web.Response:
         body = await request.read()
         answer = await service.rerank(body, api, version, request.headers.get("Authorization"))
     except ApiError as error:
-        return _json(error_body(error, api), error.status)
+        return _json(error_body(error, api), error.status, error.headers)
     return _json(answer)
 
 
@@ -150,7 +150,7 @@ async def _tei(
         body = await request.read()
         answer = await route(service, body, request.headers.get("Authorization"))
     except ApiError as error:
-        return _json(error_body(error, "tei"), error.status)
+        return _json(error_body(error, "tei"), error.status, error.headers)
     return _json(answer)
 
 

@@ -12,6 +12,10 @@ from embedding_client.errors import (
 )
 
 _RATE_LIMITED = {"StatusCode.RESOURCE_EXHAUSTED", "429"}
+# What a 429 or 503 tells a client to wait (the Retry-After header), once the
+# gateway's own retries of Triton (embedding_client.retry) gave up: long
+# enough for a refused burst to drain, short against any client's deadline.
+RETRY_AFTER_S = 1
 # Triton knows no model of that name: one this gateway serves is missing from
 # Triton's catalog, or the server is stopping (it unloads its models first).
 _UNKNOWN_MODEL = "StatusCode.NOT_FOUND"
@@ -40,6 +44,11 @@ class ApiError(Exception):
         self.type = type
         self.param = param
         self.code = code
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """A 429 or 503 says when to come back."""
+        return {"Retry-After": str(RETRY_AFTER_S)} if self.status in (429, 503) else {}
 
     def body(self) -> bytes:
         return orjson.dumps(

@@ -1,0 +1,257 @@
+"""The client library's retries (embedding_client.retry): the policy's
+bounds, backoff and budget, then against a real tritonserver whose embedder
+queue holds one request (a burst is refused with UNAVAILABLE however fast
+the machine), a server that refuses a bad request, and no server at all."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from embedding_client import (
+    NO_RETRIES,
+    AsyncEmbeddingClient,
+    EmbeddingClient,
+    InvalidInputError,
+    RetryPolicy,
+    UnavailableError,
+)
+from embedding_client.retry import Retrier, RetryBudget
+from tritonclient.utils import InferenceServerException
+
+from harness.ports import free_loopback_port
+from harness.server import RunningServer
+
+# 48 requests of 64 texts at once: far past 2 embedder instances and a queue of 1.
+BURST = [f"Text {index} of a burst past the server's queues." for index in range(64 * 48)]
+# Retries enough to carry the burst through: a budget that never runs dry.
+PATIENT = RetryPolicy(
+    max_attempts=20, max_backoff_s=1.0, deadline_s=120.0, budget_tokens=1000.0, budget_ratio=1.0
+)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("max_attempts", 0),
+        ("max_attempts", 2.5),
+        ("max_attempts", 1000),
+        ("initial_backoff_s", -0.1),
+        ("max_backoff_s", 1e6),
+        ("deadline_s", -1.0),
+        ("budget_ratio", 2.0),
+        ("budget_tokens", 0.0),
+    ],
+)
+def test_a_negative_or_absurd_setting_is_refused_when_built(setting: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"retry setting {setting} must"):
+        RetryPolicy(**{setting: value})  # type: ignore[arg-type]
+
+
+def test_a_client_refuses_a_retry_that_is_no_policy() -> None:
+    with pytest.raises(ValueError, match="retry must be a RetryPolicy"):
+        EmbeddingClient("127.0.0.1:8001", retry=3)  # type: ignore[arg-type]
+
+
+def test_the_backoff_cap_doubles_up_to_its_maximum() -> None:
+    policy = RetryPolicy(initial_backoff_s=0.1, max_backoff_s=0.5)
+    assert [policy.backoff_cap_s(retry) for retry in range(1, 6)] == [0.1, 0.2, 0.4, 0.5, 0.5]
+
+
+def test_the_waits_are_jittered_below_the_cap_and_stop_at_the_deadline() -> None:
+    retrier = Retrier(RetryPolicy(initial_backoff_s=0.1, max_backoff_s=0.4), seed=7)
+    refused = UnavailableError("queue full", "StatusCode.UNAVAILABLE")
+    far = time.monotonic() + 60
+    decisions = [retrier.after_refusal(refused, retry, far) for retry in (1, 2, 3, 4)]
+    assert all(again for _, again in decisions), decisions
+    waits = [wait for wait, _ in decisions]
+    assert all(0 <= w <= c for w, c in zip(waits, (0.1, 0.2, 0.4, 0.4), strict=True)), waits
+    assert len(set(waits)) == len(waits), waits  # full jitter: drawn, not fixed
+    assert retrier.after_refusal(refused, 1, time.monotonic()) == (0.0, False)
+    # The last attempt is not followed by another.
+    assert retrier.after_refusal(refused, RetryPolicy().max_attempts, far) == (0.0, False)
+
+
+@pytest.mark.parametrize(
+    "status", ["StatusCode.DEADLINE_EXCEEDED", "504", "StatusCode.INTERNAL", "400"]
+)
+def test_only_overload_and_unreachable_are_retried(status: str) -> None:
+    retrier = Retrier(RetryPolicy())
+    far = time.monotonic() + 60
+    assert retrier.after_refusal(UnavailableError("no", status), 1, far) == (0.0, False)
+    for retryable in (
+        "StatusCode.UNAVAILABLE",
+        "StatusCode.RESOURCE_EXHAUSTED",
+        "429",
+        "503",
+        None,
+    ):
+        # A retrier each: five refusals would spend half the default budget.
+        fresh = Retrier(RetryPolicy())
+        assert fresh.after_refusal(UnavailableError("busy", retryable), 1, far)[1]
+
+
+def test_a_spent_budget_holds_the_refusal_back_instead_of_retrying() -> None:
+    policy = RetryPolicy(max_backoff_s=0.5, budget_tokens=2, budget_ratio=0.1)
+    retrier = Retrier(policy, seed=3)
+    refused = UnavailableError("queue full", "StatusCode.UNAVAILABLE")
+    far = time.monotonic() + 60
+    assert retrier.after_refusal(refused, 1, far)[1] is False  # 2 tokens: 1 left, not over 1
+    held = [retrier.after_refusal(refused, 1, far) for _ in range(20)]
+    assert not any(again for _, again in held), held
+    assert all(0 <= wait <= policy.max_backoff_s for wait, _ in held), held
+    assert max(wait for wait, _ in held) > policy.initial_backoff_s, held
+
+
+def test_the_budget_stops_retries_while_most_calls_fail_and_answers_refill_it() -> None:
+    budget = RetryBudget(tokens=10, ratio=0.5)
+    allowed = [budget.refused() for _ in range(8)]
+    # 10 tokens: retries while more than 5 are left after the refusal's.
+    assert allowed == [True] * 4 + [False] * 4, allowed
+    # 2 tokens left; 8 answers bring 4 more, and a refusal leaves 5: still no retry.
+    for _ in range(8):
+        budget.answered()
+    assert not budget.refused()
+    # 3 more answers: 6.5 tokens, and a refusal leaves 5.5.
+    for _ in range(3):
+        budget.answered()
+    assert budget.refused()
+
+
+def test_without_retries_a_burst_is_refused(one_slot_server: RunningServer) -> None:
+    async def burst() -> None:
+        async with AsyncEmbeddingClient(
+            one_slot_server.grpc_url, max_in_flight=48, retry=NO_RETRIES
+        ) as client:
+            await client.embed(BURST)
+
+    with pytest.raises(UnavailableError) as caught:
+        asyncio.run(burst())
+    assert caught.value.status == "StatusCode.UNAVAILABLE"
+    # The client closed after the refusal, with the rest of the burst answered or refused
+    # first: the server is still there.
+    assert one_slot_server.is_ready()
+    assert one_slot_server.launcher.poll() is None
+
+
+def test_with_retries_the_same_burst_is_answered_whole(one_slot_server: RunningServer) -> None:
+    async def burst() -> np.ndarray:
+        async with AsyncEmbeddingClient(
+            one_slot_server.grpc_url, max_in_flight=48, retry=PATIENT
+        ) as client:
+            return await client.embed(BURST)
+
+    rows = asyncio.run(burst())
+    assert rows.shape[0] == len(BURST)
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-3)
+    with EmbeddingClient(one_slot_server.grpc_url, retry=NO_RETRIES) as client:
+        alone = client.embed(BURST[-3:])
+    np.testing.assert_allclose(rows[-3:], alone, atol=1e-3)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_sync_client_retries_over_both_protocols(
+    one_slot_server: RunningServer, protocol: str
+) -> None:
+    url = one_slot_server.grpc_url if protocol == "grpc" else one_slot_server.http_url
+    texts = BURST[: 64 * 16]
+    with EmbeddingClient(url, protocol, max_in_flight=16, retry=NO_RETRIES) as client:  # type: ignore[arg-type]
+        with pytest.raises(UnavailableError):
+            client.embed(texts)
+    with EmbeddingClient(url, protocol, max_in_flight=16, retry=PATIENT) as client:  # type: ignore[arg-type]
+        rows = client.embed(texts)
+    assert rows.shape[0] == len(texts)
+
+
+def _failures(server: RunningServer, model: str) -> int:
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    stats = client.get_inference_statistics(model, as_json=True)
+    return sum(
+        int(each["inference_stats"]["fail"].get("count", 0)) for each in stats["model_stats"]
+    )
+
+
+def _send_once(server: RunningServer, parameters: dict[str, str]) -> None:
+    """One request of one text, by tritonclient itself, refused."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    text = grpcclient.InferInput("TEXT", [1, 1], "BYTES")
+    text.set_data_from_numpy(np.array([[b"a text"]], dtype=np.object_))
+    with pytest.raises(InferenceServerException):
+        client.infer("embed", [text], parameters=parameters)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_bad_request_is_sent_once(triton_server: RunningServer, protocol: str) -> None:
+    """The client's call counts in Triton's failures as one request sent once by
+    tritonclient does (an ensemble counts a failed request more than once)."""
+    bad = {"prompt_name": "nope"}
+    before = _failures(triton_server, "embed")
+    _send_once(triton_server, bad)
+    once = _failures(triton_server, "embed") - before
+    assert once >= 1
+    url = triton_server.grpc_url if protocol == "grpc" else triton_server.http_url
+    with EmbeddingClient(url, protocol, retry=PATIENT) as client:  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="unknown prompt 'nope'"):
+            client.embed(["a text"], **bad)  # type: ignore[arg-type]
+    assert _failures(triton_server, "embed") - before == 2 * once
+
+
+@pytest.fixture
+def refusing_listener() -> Iterator[tuple[int, list[float]]]:
+    """A loopback port that accepts each connection and closes it at once,
+    noting when: what a client meets when a server's process is gone."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    times: list[float] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            times.append(time.monotonic())
+            connection.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1], times
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def test_a_dropped_connection_is_retried_with_backoff_until_the_deadline(
+    refusing_listener: tuple[int, list[float]],
+) -> None:
+    port, times = refusing_listener
+    policy = RetryPolicy(
+        max_attempts=20, initial_backoff_s=0.1, max_backoff_s=0.4, deadline_s=2.0, budget_tokens=100
+    )
+    with EmbeddingClient(f"127.0.0.1:{port}", "http", retry=policy, timeout_s=5) as client:
+        began = time.monotonic()
+        with pytest.raises(UnavailableError):
+            client.embed(["nobody answers"])
+        elapsed = time.monotonic() - began
+    # Retried, and ended by the deadline, with attempts to spare: a loop without waits would
+    # have used them all at once.
+    assert 3 <= len(times) < policy.max_attempts, times
+    assert elapsed <= policy.deadline_s + 1.0, elapsed
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_an_unreachable_server_fails_by_the_deadline(protocol: str) -> None:
+    policy = RetryPolicy(max_attempts=20, deadline_s=1.5, budget_tokens=100)
+    url = f"127.0.0.1:{free_loopback_port()}"
+    with EmbeddingClient(url, protocol, retry=policy, timeout_s=5) as client:  # type: ignore[arg-type]
+        began = time.monotonic()
+        with pytest.raises(UnavailableError):
+            client.embed(["nobody listens"])
+    assert time.monotonic() - began <= policy.deadline_s + 1.0
