@@ -49,7 +49,9 @@ class RetryPolicy:
 
     max_attempts: int = 5
     initial_backoff_s: float = 0.05
-    max_backoff_s: float = 2.0
+    # 1 s kept a server of 160 refused clients at its peak, where 2 s left it
+    # idle between their waits (perf/results/debian12-2core/retry_storm.md).
+    max_backoff_s: float = 1.0
     deadline_s: float = 30.0
     budget_tokens: float = 10.0
     budget_ratio: float = 0.1
