@@ -8,4 +8,10 @@ python3 -m harness.processor
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# The tests fork Envoy (and others) from a process whose gRPC clients keep
+# threads; grpcio's fork support then restarts its pollers in the child
+# before exec, where they fail on closed descriptors and the edge once never
+# started (tests/test_retry.py, an "epoll_wait error: Bad file descriptor" in
+# envoy.log). Nothing here forks a gRPC client on purpose.
+export GRPC_ENABLE_FORK_SUPPORT=false
 exec .venv/bin/python -m pytest "$@"

@@ -6,11 +6,17 @@ the machine), a server that refuses a bad request, and no server at all."""
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -23,8 +29,10 @@ from embedding_client import (
     UnavailableError,
 )
 from embedding_client.retry import Retrier, RetryBudget
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from harness.edge import running_edge, tenant_toml
 from harness.ports import free_loopback_port
 from harness.server import RunningServer
 
@@ -109,6 +117,15 @@ def test_a_spent_budget_holds_the_refusal_back_instead_of_retrying() -> None:
     assert max(wait for wait, _ in held) > policy.initial_backoff_s, held
 
 
+def test_the_servers_word_is_the_least_wait_and_bounded_by_the_deadline() -> None:
+    retrier = Retrier(RetryPolicy(initial_backoff_s=0.01, max_backoff_s=0.02), seed=1)
+    asked = UnavailableError("queue full", "StatusCode.UNAVAILABLE", retry_after_s=0.7)
+    wait, again = retrier.after_refusal(asked, 1, time.monotonic() + 60)
+    assert again and 0.7 <= wait <= 0.72, wait
+    huge = UnavailableError("queue full", "StatusCode.UNAVAILABLE", retry_after_s=1e9)
+    assert retrier.after_refusal(huge, 1, time.monotonic() + 60) == (0.0, False)
+
+
 def test_the_budget_stops_retries_while_most_calls_fail_and_answers_refill_it() -> None:
     budget = RetryBudget(tokens=10, ratio=0.5)
     allowed = [budget.refused() for _ in range(8)]
@@ -170,8 +187,8 @@ def test_the_sync_client_retries_over_both_protocols(
 
 
 def _failures(server: RunningServer, model: str) -> int:
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    stats = client.get_inference_statistics(model, as_json=True)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        stats = client.get_inference_statistics(model, as_json=True)
     return sum(
         int(each["inference_stats"]["fail"].get("count", 0)) for each in stats["model_stats"]
     )
@@ -179,11 +196,11 @@ def _failures(server: RunningServer, model: str) -> int:
 
 def _send_once(server: RunningServer, parameters: dict[str, str]) -> None:
     """One request of one text, by tritonclient itself, refused."""
-    client = grpcclient.InferenceServerClient(server.grpc_url)
     text = grpcclient.InferInput("TEXT", [1, 1], "BYTES")
     text.set_data_from_numpy(np.array([[b"a text"]], dtype=np.object_))
-    with pytest.raises(InferenceServerException):
-        client.infer("embed", [text], parameters=parameters)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        with pytest.raises(InferenceServerException):
+            client.infer("embed", [text], parameters=parameters)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -255,3 +272,104 @@ def test_an_unreachable_server_fails_by_the_deadline(protocol: str) -> None:
         with pytest.raises(UnavailableError):
             client.embed(["nobody listens"])
     assert time.monotonic() - began <= policy.deadline_s + 1.0
+
+
+# The tenant's requests per second at the edge: a burst past it is refused with
+# RESOURCE_EXHAUSTED / 429 until its bucket refills.
+TENANT_RATE = 5
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_retries_wait_out_a_tenants_quota_at_the_edge(
+    triton_server: RunningServer, tmp_path: Path, protocol: str
+) -> None:
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(tenant_toml("quoted", ["quoted-key"], ["embed"], rate=TENANT_RATE))
+    calls = 3 * TENANT_RATE
+    with running_edge(triton_server.endpoints, tenants, tmp_path / "edge") as edge:
+        url = edge.grpc_url if protocol == "grpc" else edge.http_url
+        with EmbeddingClient(url, protocol, api_key="quoted-key", retry=NO_RETRIES) as client:  # type: ignore[arg-type]
+            with pytest.raises(UnavailableError) as refused:
+                for _ in range(calls):
+                    client.embed(["a text"])
+        assert refused.value.status in ("StatusCode.RESOURCE_EXHAUSTED", "429")
+        # The edge's Retry-After reaches a gRPC client in the refusal's trailers; tritonclient
+        # keeps no HTTP headers.
+        assert refused.value.retry_after_s == (1.0 if protocol == "grpc" else None)
+        # The bucket refills whole.
+        time.sleep(1.5)
+        with EmbeddingClient(url, protocol, api_key="quoted-key", retry=PATIENT) as client:  # type: ignore[arg-type]
+            began = time.monotonic()
+            for _ in range(calls):
+                assert client.embed(["a text"]).shape == (1, 384)
+            elapsed = time.monotonic() - began
+    # Answered whole, at about the quota's pace: the retries waited for the bucket.
+    assert elapsed >= (calls - TENANT_RATE) / TENANT_RATE * 0.8, elapsed
+
+
+def _texts_request(count: int) -> service_pb2.ModelInferRequest:
+    """Triton's gRPC request of `count` texts for `embed`, BYTES as Triton reads them (each
+    length-prefixed)."""
+    request = service_pb2.ModelInferRequest(model_name="embed")
+    request.inputs.add(name="TEXT", datatype="BYTES", shape=[count, 1])
+    raw = b"".join(
+        struct.pack("<I", len(text)) + text for text in (t.encode() for t in BURST[:count])
+    )
+    request.raw_input_contents.append(raw)
+    return request
+
+
+def test_the_edge_tells_when_to_come_back_after_triton_refused(
+    one_slot_server: RunningServer, tmp_path: Path
+) -> None:
+    """A burst through the edge past a one-request queue: each of Triton's refusals says when
+    to come back, Retry-After over HTTP and grpc-retry-pushback-ms over gRPC, as the edge's
+    own quota refusals do."""
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(tenant_toml("crowd", ["crowd-key"], ["embed"], in_flight=64))
+    body = json.dumps(
+        {"inputs": [{"name": "TEXT", "shape": [64, 1], "datatype": "BYTES", "data": BURST[:64]}]}
+    )
+    with running_edge(one_slot_server.endpoints, tenants, tmp_path / "edge") as edge:
+        host, port = edge.http_url.rsplit(":", 1)
+
+        def post(_: int) -> tuple[int, str | None]:
+            connection = http.client.HTTPConnection(host, int(port), timeout=60)
+            connection.request(
+                "POST",
+                "/v2/models/embed/infer",
+                body,
+                {"Content-Type": "application/json", "authorization": "Bearer crowd-key"},
+            )
+            reply = connection.getresponse()
+            reply.read()
+            connection.close()
+            return reply.status, reply.getheader("retry-after")
+
+        with ThreadPoolExecutor(48) as pool:
+            answers = list(pool.map(post, range(48)))
+        refused = [after for status, after in answers if status == 503]
+        assert refused and {status for status, _ in answers} <= {200, 503}, answers
+        assert set(refused) == {"1"}, answers
+
+        channel = grpc.insecure_channel(edge.grpc_url)
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        request = _texts_request(64)
+
+        def infer(_: int) -> tuple[grpc.StatusCode, str | None]:
+            try:
+                stub.ModelInfer(request, metadata=[("authorization", "Bearer crowd-key")])
+            except grpc.RpcError as error:
+                pushback = dict(error.trailing_metadata() or ()).get("grpc-retry-pushback-ms")
+                return error.code(), pushback
+            return grpc.StatusCode.OK, None
+
+        with ThreadPoolExecutor(48) as pool:
+            calls = list(pool.map(infer, range(48)))
+        channel.close()
+        pushed = [pushback for code, pushback in calls if code == grpc.StatusCode.UNAVAILABLE]
+        assert pushed and {code for code, _ in calls} <= {
+            grpc.StatusCode.OK,
+            grpc.StatusCode.UNAVAILABLE,
+        }, calls
+        assert set(pushed) == {"1000"}, calls

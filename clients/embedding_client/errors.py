@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import aiohttp
+import grpc
 from tritonclient.utils import InferenceServerException
 
 # gRPC status codes as tritonclient spells them, and HTTP status codes.
@@ -59,7 +60,14 @@ class InvalidInputError(EmbeddingError):
 
 class UnavailableError(EmbeddingError):
     """The server is unreachable, overloaded, too slow or rejecting work;
-    retry later."""
+    retry later. `retry_after_s`: when the server said to come back, where
+    it said so (None: it did not, or not readably)."""
+
+    def __init__(
+        self, message: str, status: str | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message, status)
+        self.retry_after_s = retry_after_s
 
 
 class AccessError(EmbeddingError):
@@ -75,13 +83,36 @@ class ServerError(EmbeddingError):
     """The server failed for another reason."""
 
 
+# Where a gRPC refusal says when to come back, in its trailing metadata:
+# gRPC's pushback (milliseconds) and HTTP's Retry-After (whole seconds),
+# which the edge sets on its own refusals and on Triton's.
+PUSHBACK_MS = "grpc-retry-pushback-ms"
+RETRY_AFTER = "retry-after"
+
+
+def server_hint_s(error: InferenceServerException) -> float | None:
+    """The wait a gRPC refusal asks for, or None. tritonclient raises its
+    error while handling grpc's, which it keeps as __context__; HTTP errors
+    carry no headers. A value that is not a whole non-negative number is no
+    hint."""
+    call = error.__context__
+    if not isinstance(call, grpc.Call):
+        return None
+    metadata = dict(call.trailing_metadata() or ())
+    for key, scale in ((PUSHBACK_MS, 1e-3), (RETRY_AFTER, 1.0)):
+        value = metadata.get(key)
+        if isinstance(value, str) and value.isascii() and value.isdigit():
+            return int(value) * scale
+    return None
+
+
 def from_triton(error: InferenceServerException) -> EmbeddingError:
     status = error.status()
     message = error.message()
     if status in _INVALID:
         return InvalidInputError(message, status)
     if status in _UNAVAILABLE:
-        return UnavailableError(message, status)
+        return UnavailableError(message, status, server_hint_s(error))
     if status in _REFUSED:
         return AccessError(message, status)
     return ServerError(message, status)

@@ -2,7 +2,9 @@
 clients backs off instead of turning overload into a storm of refusals.
 
 What is retried: UNAVAILABLE and RESOURCE_EXHAUSTED (gRPC), 429 and 503
-(HTTP), and a connection that could not be made. Never a bad request, a
+(HTTP), and a connection that could not be made. Where a gRPC refusal says
+when to come back (grpc-retry-pushback-ms or retry-after in its trailers),
+the retry waits at least that. Never a bad request, a
 refused key or a client timeout: sending those again cannot succeed, or adds
 load where the server is already too slow. Each retry waits a random time up
 to an exponentially growing cap ("full jitter"), all of a call's attempts end
@@ -133,6 +135,9 @@ class Retrier:
         if not self._budget.refused():
             return min(self._random.uniform(0.0, self.policy.max_backoff_s), remaining), False
         wait = self._random.uniform(0.0, self.policy.backoff_cap_s(retry))
+        # The server's word, where it gave one, as the least wait: bounded
+        # by the deadline like any other, so a huge one ends the call now.
+        wait = max(wait, error.retry_after_s or 0.0)
         return (wait, True) if wait < remaining else (0.0, False)
 
     def run(self, first: Callable[[], Result], again: Callable[[], Result] | None = None) -> Result:

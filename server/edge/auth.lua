@@ -1,9 +1,10 @@
 -- The edge's first filter: who is calling, and may they call this at all.
 -- Runs on the request headers only, so a refusal here never buffers a body.
--- server/edge/config.py prepends the tables, TENANTS (key SHA-256 hex ->
--- tenant), MODELS (tenant -> Triton model -> the input holding its texts)
--- and STAGES (tenant -> the stages of its models it may read), and
--- common.lua.
+-- On the answer, Triton's own refusals of an overloaded model say when to
+-- come back, as the edge's quota refusals do. server/edge/config.py
+-- prepends the tables, TENANTS (key SHA-256 hex -> tenant), MODELS (tenant
+-- -> Triton model -> the input holding its texts), STAGES (tenant -> the
+-- stages of its models it may read) and RETRY_AFTER_S, and common.lua.
 local bit = require("bit")
 local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
 local lshift, rshift, ror, tobit, tohex = bit.lshift, bit.rshift, bit.ror, bit.tobit, bit.tohex
@@ -143,3 +144,15 @@ local function on_request(handle)
 end
 
 envoy_on_request = fail_closed("edge.auth", on_request)
+
+-- A full queue is UNAVAILABLE: 503 over HTTP, gRPC status 14 in a
+-- trailers-only answer (its headers). The answer's body and trailers are not
+-- waited for: every answer passes here.
+function envoy_on_response(handle)
+  local headers = handle:headers()
+  if headers:get(":status") == "503" then
+    headers:replace("retry-after", tostring(RETRY_AFTER_S))
+  elseif headers:get("grpc-status") == "14" then
+    headers:replace("grpc-retry-pushback-ms", tostring(RETRY_AFTER_S * 1000))
+  end
+end

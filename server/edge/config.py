@@ -72,7 +72,9 @@ ROUTER_FILTER = {
 # cluster: the tenants' clusters come and go with the file).
 STATS_PATH = "/stats/prometheus"
 ADMIN_CLUSTER = "edge_admin"
-# Seconds a rate-limited client is told to wait: the buckets refill every second.
+# Seconds a rate-limited client is told to wait, and one Triton refused for
+# a full queue (auth.lua): the buckets refill every second, and a queue
+# drains in about that.
 RETRY_AFTER_S = 1
 # What a client reads over either quota (HTTP body, gRPC message); only a
 # request body.lua counted carries TEXTS_HEADER.
@@ -323,6 +325,7 @@ def lua_tables(tenants: Tenants) -> str:
         f"local STAGES = {{{stages}}}\n"
         f"local PRIORITY = {{{priority}}}\n"
         f"local TEXTS_PER_SECOND = {{{texts}}}\n"
+        f"local RETRY_AFTER_S = {RETRY_AFTER_S}\n"
     )
 
 
