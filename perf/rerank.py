@@ -53,6 +53,7 @@ from perf.rerank_load import (
 )
 from perf.rerank_report import Check, ModelResult, Settings, Sweep, failed_checks, render
 from server.catalog import Catalog
+from server.engine_report import engine_line
 from server.paths import EXPORTS, REPO_ROOT
 from server.served_repository import prepare
 
@@ -111,8 +112,9 @@ def _sweep(
     return Sweep(label, points)
 
 
-def _served_repository(workdir: Path, folders: dict[str, Path]) -> Path:
-    """The catalog of the benchmark models, exported and written; the served folder."""
+def _served_repository(workdir: Path, folders: dict[str, Path]) -> tuple[Path, dict[str, str]]:
+    """The catalog of the benchmark models, exported and written: the served folder, and each
+    model's engine line (the launcher's: its engine, precision and checks)."""
     catalog_path = workdir / "models.toml"
     entries = [
         f'[[models]]\nname = "{name}"\npath = "{folder}"\n' for name, folder in folders.items()
@@ -121,7 +123,7 @@ def _served_repository(workdir: Path, folders: dict[str, Path]) -> Path:
     catalog = prepare(catalog_path, workdir / "served")
     if not isinstance(catalog, Catalog):
         raise SystemExit(catalog)
-    return workdir / "served"
+    return workdir / "served", {model.name: engine_line(model) for model in catalog.models}
 
 
 def _our_call(url: str, name: str) -> Call:
@@ -196,7 +198,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[ModelResult]:
     then our server, then Infinity, one server at a time."""
     requests = rerank_requests(args.requests)
     folders = build_in_export_environment(MODELS_DIR, args.model)
-    served = _served_repository(workdir, folders)
+    served, engines = _served_repository(workdir, folders)
     references = {
         name: in_process(folder, ScorerExport(EXPORTS / name), requests, args.seconds)
         for name, folder in folders.items()
@@ -217,6 +219,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[ModelResult]:
             ModelResult(
                 name=name,
                 shape=SHAPES[name],
+                served_by=engines[name],
                 query_tokens=reference.query_tokens,
                 pair_tokens=reference.pair_tokens,
                 ours=ours[name][1],

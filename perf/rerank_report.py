@@ -50,6 +50,7 @@ class Sweep:
 class ModelResult:
     name: str
     shape: str
+    served_by: str  # the launcher's line: the engine, precision and score checks
     query_tokens: float  # per query, [CLS] and [SEP] included
     pair_tokens: float  # per (query, document) pair as the model sees it
     ours: Sweep
@@ -133,7 +134,8 @@ def _model_section(result: ModelResult) -> list[str]:
     return [
         f"## {result.name}",
         "",
-        f"{result.shape}. Query {result.query_tokens:.1f} tokens, pair {result.pair_tokens:.1f} "
+        f"{result.shape}. Served as the launcher says: `{result.served_by}`. "
+        f"Query {result.query_tokens:.1f} tokens, pair {result.pair_tokens:.1f} "
         "tokens on average ([CLS] and [SEP] included).",
         "",
         "| configuration | load | pairs/s | requests | p50 ms | p99 ms | ours (best) / this |",
@@ -159,8 +161,8 @@ def render(results: Sequence[ModelResult], settings: Settings) -> str:
         f"weights. Each request is one query against {settings.documents} documents of about 100 "
         f"tokens; {settings.requests} such requests, no document repeated, sent in turn.",
         "",
-        "- ours: the catalog entry served by tritonserver (its scorer's default instances and "
-        "threads), called by closed-loop clients (each sends its next request when the last is "
+        "- ours: the catalog entry served by tritonserver (engine auto: the one its export "
+        "measured faster; its scorer's default instances and threads), called by closed-loop clients (each sends its next request when the last is "
         "answered) through EmbeddingClient.rerank over gRPC, at Triton's bulk priority level.",
         "- Infinity: the same weights, its `/rerank` route over HTTP, the same clients. Its torch "
         "engine runs sentence-transformers' CrossEncoder; its optimum engine ONNX Runtime on "
