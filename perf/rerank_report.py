@@ -4,11 +4,11 @@ runs, and the score checks that make the comparison one of equal work."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from perf.rerank_ceiling import CeilingPoint
-from perf.rerank_load import Point
+from perf.rerank_load import Call, Point, RerankRequest, closed_loop
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,17 @@ class Sweep:
     @property
     def best(self) -> Point:
         return max(self.points, key=lambda point: point.pairs_per_s)
+
+
+def sweep(
+    label: str,
+    make_call: Callable[[], Call],
+    requests: Sequence[RerankRequest],
+    levels: Sequence[int],
+    seconds: float,
+) -> Sweep:
+    """Closed-loop clients at each level, `seconds` each."""
+    return Sweep(label, tuple(closed_loop(make_call, requests, n, seconds) for n in levels))
 
 
 @dataclass(frozen=True)

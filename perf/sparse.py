@@ -24,7 +24,7 @@ import shlex
 import sys
 import tempfile
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +45,9 @@ from perf.rerank_load import (
     Call,
     Point,
     RerankRequest,
-    closed_loop,
     rerank_requests,
 )
-from perf.rerank_report import Settings, Sweep
+from perf.rerank_report import Settings, Sweep, sweep
 from perf.sparse_report import ModelResult, failed_checks, render
 from perf.sparse_rows import check_rows, wire_bytes
 from server.catalog import Catalog
@@ -169,18 +168,6 @@ def _dense_call(url: str, name: str) -> Call:
     return call
 
 
-def _sweep(
-    label: str,
-    make_call: Callable[[], Call],
-    requests: Sequence[RerankRequest],
-    args: argparse.Namespace,
-) -> Sweep:
-    points = tuple(
-        closed_loop(make_call, requests, level, args.seconds) for level in args.concurrency
-    )
-    return Sweep(label, points)
-
-
 def _tei_body(gateway_url: str, name: str, request: RerankRequest) -> bytes:
     """Our gateway's answer to TEI's /embed_sparse for the request's texts."""
     payload = {"model": name, "inputs": list(request.documents)}
@@ -216,8 +203,14 @@ def _serve_model(
 
     return Served(
         responses,
-        _sweep("sparse: tritonserver, gRPC", make_sparse, requests, args),
-        _sweep(f"dense ({spec.dense_name}): tritonserver, gRPC", make_dense, requests, args),
+        sweep("sparse: tritonserver, gRPC", make_sparse, requests, args.concurrency, args.seconds),
+        sweep(
+            f"dense ({spec.dense_name}): tritonserver, gRPC",
+            make_dense,
+            requests,
+            args.concurrency,
+            args.seconds,
+        ),
     )
 
 

@@ -27,7 +27,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, R
 from model_common.backlog import started_count
 from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
-from model_common.openvino_compile import compile_cached, served_precision
+from model_common.openvino_compile import compile_served
 from model_common.rows import groups_by_tokens, real_lengths
 from model_common.tokens import TokenLimits, token_error
 from model_common.triton import invalid, respond_in_order
@@ -181,15 +181,7 @@ def _open_onnxruntime(setup: EmbedderSetup, output: str) -> RunGraph:
 
 
 def _open_openvino(setup: EmbedderSetup, output: str) -> RunGraph:
-    core = ov.Core()
-    exported = str(dict(setup.record.fields.get("openvino") or {}).get("precision", "f32"))
-    precision = served_precision(
-        setup.parameters["precision"],
-        exported,
-        core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"),
-    )
-    threads = setup.integer("intra_op_num_threads")
-    compiled = compile_cached(core, setup.version_dir / "model.xml", precision, threads)
+    compiled, precision = compile_served(ov.Core(), setup, setup.integer("intra_op_num_threads"))
     request = compiled.create_infer_request()
     port = compiled.output(output)
     pb_utils.Logger.log_info(f"OpenVINO {ov.get_version()}, precision {precision}")

@@ -14,6 +14,8 @@ from pathlib import Path
 import openvino as ov
 import triton_python_backend_utils as pb_utils
 
+from model_common.embedder_setup import EmbedderSetup
+
 PRECISIONS = ("auto", "bf16", "f32")
 
 
@@ -72,3 +74,18 @@ def served_precision(wanted: str, exported: str, capabilities: Sequence[str]) ->
     if wanted == "auto":
         return "bf16" if exported == "bf16" and "BF16" in capabilities else "f32"
     return wanted
+
+
+def compile_served(
+    core: ov.Core, setup: EmbedderSetup, streams: int
+) -> tuple[ov.CompiledModel, str]:
+    """The stage's IR (its version folder's model.xml) compiled through the
+    cache in the precision served: its `precision` parameter against what
+    its export record checked; and that precision."""
+    exported = str(dict(setup.record.fields.get("openvino") or {}).get("precision", "f32"))
+    precision = served_precision(
+        setup.parameters["precision"],
+        exported,
+        core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"),
+    )
+    return compile_cached(core, setup.version_dir / "model.xml", precision, streams), precision

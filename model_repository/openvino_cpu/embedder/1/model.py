@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import openvino as ov
 import triton_python_backend_utils as pb_utils
-from model_common.openvino_compile import compile_cached, served_precision
+from model_common.openvino_compile import compile_served
 from model_common.rows import Embeddings, Tokens, groups_by_tokens
 from model_common.triton import GroupedEmbedder
 
@@ -31,14 +31,7 @@ class TritonPythonModel(GroupedEmbedder):
         self._tokens_per_run = setup.integer("tokens_per_run")
         self._streams = setup.integer("streams")
 
-        core = ov.Core()
-        exported = str(dict(setup.record.fields.get("openvino") or {}).get("precision", "f32"))
-        precision = served_precision(
-            setup.parameters["precision"],
-            exported,
-            core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"),
-        )
-        compiled = compile_cached(core, setup.version_dir / "model.xml", precision, self._streams)
+        compiled, precision = compile_served(ov.Core(), setup, self._streams)
         self._outputs = (compiled.output("embedding"), compiled.output("norm"))
         self._queue = ov.AsyncInferQueue(compiled, self._streams)
         pb_utils.Logger.log_info(
