@@ -2,17 +2,16 @@
 clients backs off instead of turning overload into a storm of refusals.
 
 What is retried: UNAVAILABLE and RESOURCE_EXHAUSTED (gRPC), 429 and 503
-(HTTP), and a connection that could not be made. Where a gRPC refusal says
-when to come back (grpc-retry-pushback-ms or retry-after in its trailers),
-the retry waits at least that. Never a bad request, a
+(HTTP), and a connection that could not be made. Never a bad request, a
 refused key or a client timeout: sending those again cannot succeed, or adds
 load where the server is already too slow. Each retry waits a random time up
-to an exponentially growing cap ("full jitter"), all of a call's attempts end
-by its deadline, and a per-client budget (a token bucket, as gRPC's retry
-throttling and Envoy's retry budgets keep) stops retrying while most calls
-fail, so retries stay a bounded share of what the client sends; a refusal
-it does not retry still returns only after such a wait, so a caller that
-sends again at once is held back as well.
+to an exponentially growing cap ("full jitter"), at least what a gRPC
+refusal's trailers ask (grpc-retry-pushback-ms or retry-after), and all of a
+call's attempts end by its deadline. A per-client budget (a token bucket, as
+gRPC's retry throttling and Envoy's retry budgets keep) stops retrying while
+most calls fail, so retries stay a bounded share of what the client sends; a
+refusal it does not retry still returns only after such a wait, so a caller
+that sends again at once is held back as well.
 """
 
 from __future__ import annotations
@@ -45,9 +44,10 @@ class RetryPolicy:
     retry). initial_backoff_s and max_backoff_s: the cap of the random wait
     before retry n is initial_backoff_s * 2**(n-1), at most max_backoff_s.
     deadline_s: no retry of a request starts later than this after its
-    first send (an attempt under way runs to the client's timeout_s). budget_tokens and budget_ratio: the retry budget; each refusal
-    spends a token, each answer earns budget_ratio of one, and a refusal is
-    retried only while more than half the tokens are left."""
+    first send (an attempt under way runs to the client's timeout_s).
+    budget_tokens and budget_ratio: the retry budget; each refusal spends a
+    token, each answer earns budget_ratio of one, and a refusal is retried
+    only while more than half the tokens are left."""
 
     max_attempts: int = 5
     initial_backoff_s: float = 0.05
