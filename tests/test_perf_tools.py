@@ -316,6 +316,7 @@ def test_rerank_report_states_rates_ratios_and_checks() -> None:
     result = ModelResult(
         name="minilm-l6-reranker-random",
         shape="BERT, 384 wide",
+        served_by="minilm-l6-reranker-random: reranker, engine openvino, precision f32 (auto)",
         query_tokens=13.0,
         pair_tokens=110.0,
         ours=Sweep("ours", (point(1, 320), point(2, 640))),
@@ -337,6 +338,7 @@ def test_rerank_report_states_rates_ratios_and_checks() -> None:
     assert summary in report
     assert "| ours | c=2 | 64.0 | 20 | 110 | 119 | x1.00 |" in report
     assert "over, reported only: no token type ids" in report
+    assert "engine openvino, precision f32 (auto)`" in report  # what served ours
     assert not failed_checks([result]) and "FAILED" not in report
     over = Check("ours vs CrossEncoder.predict", 2e-4, 1e-4)
     failing = dataclasses.replace(result, checks=(over,))

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from types import ModuleType, TracebackType
 from typing import Any, Unpack
 
+import aiohttp
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
@@ -39,10 +40,16 @@ class _AsyncTransport:
     protocol's tritonclient module and its own keyword arguments."""
 
     def __init__(
-        self, client: Any, module: ModuleType, connection: Connection, options: dict[str, Any]
+        self,
+        client: Any,
+        module: ModuleType,
+        connection: Connection,
+        options: dict[str, Any],
+        connection_errors: tuple[type[Exception], ...] = (),
     ) -> None:
         self._client = client
         self._module = module
+        self._connection_errors = connection_errors
         self._slots = asyncio.Semaphore(connection.max_in_flight)
         self._options = options
         self._retrier = Retrier(connection.retry)
@@ -57,7 +64,7 @@ class _AsyncTransport:
     ) -> np.ndarray:
         async def attempt() -> np.ndarray:
             # The slot is held by a send, not by the wait before a retry.
-            with triton_errors():
+            with triton_errors(self._connection_errors):
                 async with self._slots:
                     result = await self._client.infer(
                         model,
@@ -81,11 +88,14 @@ class _AsyncGrpcTransport(_AsyncTransport):
         self._timeout_s = connection.timeout_s
 
     async def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
-        with triton_errors():
-            reply = await self._client.get_model_config(
-                model, headers=headers, as_json=True, client_timeout=self._timeout_s
-            )
-        return reply["config"]
+        async def attempt() -> dict[str, Any]:
+            with triton_errors():
+                reply = await self._client.get_model_config(
+                    model, headers=headers, as_json=True, client_timeout=self._timeout_s
+                )
+            return reply["config"]
+
+        return await self._retrier.run_async(attempt)
 
     async def is_ready(self) -> bool:
         with triton_errors():
@@ -98,14 +108,19 @@ class _AsyncHttpTransport(_AsyncTransport):
             connection.url, conn_limit=connection.max_in_flight, conn_timeout=connection.timeout_s
         )
         options = {"priority": connection.priority}
-        super().__init__(client, httpclient, connection, options)
+        # A connection the server closed, as aiohttp names it.
+        lost = (aiohttp.ClientConnectionError,)
+        super().__init__(client, httpclient, connection, options, lost)
 
     async def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
-        with triton_errors():
-            return await self._client.get_model_config(model, headers=headers)
+        async def attempt() -> dict[str, Any]:
+            with triton_errors(self._connection_errors):
+                return await self._client.get_model_config(model, headers=headers)
+
+        return await self._retrier.run_async(attempt)
 
     async def is_ready(self) -> bool:
-        with triton_errors():
+        with triton_errors(self._connection_errors):
             return await self._client.is_server_ready()
 
 

@@ -52,11 +52,14 @@ class _GrpcTransport:
         self._retrier = Retrier(connection.retry)
 
     def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
-        with triton_errors():
-            reply = self._client.get_model_config(
-                model, headers=headers, as_json=True, client_timeout=self._timeout_s
-            )
-        return reply["config"]
+        def attempt() -> dict[str, Any]:
+            with triton_errors():
+                reply = self._client.get_model_config(
+                    model, headers=headers, as_json=True, client_timeout=self._timeout_s
+                )
+            return reply["config"]
+
+        return self._retrier.run(attempt)
 
     def infer_all(
         self,
@@ -105,8 +108,11 @@ class _HttpTransport:
         self._retrier = Retrier(connection.retry)
 
     def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
-        with triton_errors():
-            return self._client.get_model_config(model, headers=headers)
+        def attempt() -> dict[str, Any]:
+            with triton_errors():
+                return self._client.get_model_config(model, headers=headers)
+
+        return self._retrier.run(attempt)
 
     def infer_all(
         self,

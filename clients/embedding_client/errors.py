@@ -8,8 +8,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import aiohttp
-import grpc
 from tritonclient.utils import InferenceServerException
 
 # gRPC status codes as tritonclient spells them, and HTTP status codes.
@@ -95,10 +93,11 @@ def server_hint_s(error: InferenceServerException) -> float | None:
     error while handling grpc's, which it keeps as __context__; HTTP errors
     carry no headers. A value that is not a whole non-negative number is no
     hint."""
-    call = error.__context__
-    if not isinstance(call, grpc.Call):
+    # A grpc.Call (its sync and asyncio errors alike), by what it has.
+    trailing = getattr(error.__context__, "trailing_metadata", None)
+    if not callable(trailing):
         return None
-    metadata = dict(call.trailing_metadata() or ())
+    metadata = dict(trailing() or ())
     for key, scale in ((PUSHBACK_MS, 1e-3), (RETRY_AFTER, 1.0)):
         value = metadata.get(key)
         if isinstance(value, str) and value.isascii() and value.isdigit():
@@ -119,11 +118,12 @@ def from_triton(error: InferenceServerException) -> EmbeddingError:
 
 
 # A connection refused, reset, or closed before its answer: the network's
-# own errors, and how the HTTP clients under tritonclient name a connection
-# the server closed (geventhttpclient's HTTPConnectionClosed is an
-# http.client.HTTPException; aiohttp's ServerDisconnectedError a
-# ClientConnectionError).
-CONNECTION_ERRORS = (OSError, http.client.HTTPException, aiohttp.ClientConnectionError)
+# own errors, and how the sync HTTP client under tritonclient names a
+# connection the server closed (geventhttpclient's HTTPConnectionClosed is an
+# http.client.HTTPException). The asyncio HTTP client adds aiohttp's
+# (embedding_client.aio): this module imports neither, as the GPU kit carries
+# no aiohttp.
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (OSError, http.client.HTTPException)
 
 
 def from_connection(error: Exception) -> UnavailableError:
@@ -131,11 +131,12 @@ def from_connection(error: Exception) -> UnavailableError:
 
 
 @contextmanager
-def triton_errors() -> Iterator[None]:
-    """Turns tritonclient's and the network's exceptions into typed ones."""
+def triton_errors(connection_errors: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Turns tritonclient's and the network's exceptions into typed ones;
+    `connection_errors`: a transport's own for a lost connection."""
     try:
         yield
     except InferenceServerException as error:
         raise from_triton(error) from error
-    except CONNECTION_ERRORS as error:
+    except (*CONNECTION_ERRORS, *connection_errors) as error:
         raise from_connection(error) from error
