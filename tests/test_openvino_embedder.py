@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +128,24 @@ def test_auto_serves_the_recorded_precision(client: grpcclient.InferenceServerCl
         assert np.sum(f32 * auto, axis=1).min() >= MIN_COSINE
     else:
         np.testing.assert_array_equal(f32, auto)
+
+
+def test_requests_that_keep_every_instance_busy_embed_as_alone(server: RunningServer) -> None:
+    """Alone, a request's rows are split across its instance's streams; while
+    every other instance executes, they run as one group after another
+    (model_common.busy). Either way each row gets its own embedding."""
+    batches = [texts("short", 24)[start : start + 3] for start in range(0, 24, 3)]
+    with grpcclient.InferenceServerClient(server.grpc_url) as alone:
+        expected = [_embed(alone, "embedder_f32", batch) for batch in batches]
+
+    def embed(batch: list[str]) -> np.ndarray:
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            return _embed(client, "embedder_f32", batch)
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(embed, batches * 4))
+    for answer, wanted in zip(answers, expected * 4, strict=True):
+        np.testing.assert_allclose(answer, wanted, atol=1e-5)
 
 
 def _assert_load_refused(

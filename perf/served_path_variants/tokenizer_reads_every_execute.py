@@ -20,4 +20,4 @@ _spec.loader.exec_module(_shipped)
 class TritonPythonModel(_shipped.TritonPythonModel):  # type: ignore[misc, name-defined]
     def initialize(self, args: dict[str, str]) -> None:
         super().initialize(args)
-        self._gate.max_age_s = 0.0
+        self._door._gate.max_age_s = 0.0
