@@ -4,16 +4,18 @@ variant (CPU nodes, HPA, KEDA, fixed balancer endpoints with operator-made
 Secrets): `helm lint --strict`, then `helm template`, every rendered document
 validated strictly (unknown fields fail) against the Kubernetes 1.37 OpenAPI
 schema that kubernetes-validate bundles, and the custom resources
-(ServiceMonitor, ScaledObject) against the chart's own schemas of their CRDs:
-a document of a kind with no schema fails. Then what no schema checks:
-selectors select the pods they mean, named ports exist, probes ask Triton's
-health endpoints, the launcher's parser accepts the pods' arguments (the same
-as docker-compose.yml's), the grace period covers the drain, the HPA reads the
-metric the prometheus-adapter rule serves, the balancer's Envoy
-configuration points at the Triton pods (and, where Envoy is installed, Envoy
-itself accepts it), and, with tenants, the Secret is mounted, its edge's stats
-scraped, and an edit of the Secret, made as the kubelet makes it, revokes a
-key at a real edge. helm comes from scripts/install_helm.sh (setup.sh)."""
+(ServiceMonitor, ScaledObject, PrometheusRule) against the chart's own
+schemas of their CRDs: a document of a kind with no schema fails. Then what
+no schema checks: selectors select the pods they mean, named ports exist,
+probes ask Triton's health endpoints, the launcher's parser accepts the pods'
+arguments (the same as docker-compose.yml's), the grace period covers the
+drain, the HPA reads the metric the prometheus-adapter rule serves, the
+balancer's Envoy configuration points at the Triton pods (and, where Envoy
+is installed, Envoy itself accepts it), the PrometheusRule carries the rules
+file and its job names match the ServiceMonitors', and, with tenants, the
+Secret is mounted, its edge's stats scraped, and an edit of the Secret, made
+as the kubelet makes it, revokes a key at a real edge. helm comes from
+scripts/install_helm.sh (setup.sh)."""
 
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ NAMESPACE = "embeddings"
 RELEASE = "emb"
 CRD_SCHEMAS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor-monitoring.coreos.com-v1.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule-monitoring.coreos.com-v1.json",
     ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject-keda.sh-v1alpha1.json",
 }
 ADAPTER_VALUES = CHART / "prometheus-adapter-values.yaml"
@@ -678,6 +681,89 @@ def test_balancer_and_gateway_wiring(rendered: Rendered) -> None:
     service = rendered.named("Service", host)
     assert int(port) in {p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc"}
     assert _pod_template(rendered, service["spec"]["selector"]) is balancer
+
+
+# --- the Grafana dashboard -----------------------------------------------------
+
+DASHBOARD_TEMPLATE = "templates/grafana-dashboard.yaml"
+
+
+def test_grafana_dashboard_ships_the_file_unchanged() -> None:
+    """Enabled, the ConfigMap carries files/dashboard.json byte for byte
+    (what people without the chart import), labelled for Grafana's sidecar
+    as configured; off by default."""
+    default = render_chart(release=RELEASE, namespace=NAMESPACE)
+    assert not [d for d in default if d["metadata"]["name"].endswith("-dashboard")]
+    dashboard = {
+        "enabled": True,
+        "label": "example.com/dashboard",
+        "labelValue": "yes",
+        "namespace": "monitoring",
+        "annotations": {"grafana_folder": "Embeddings"},
+    }
+    values = {"metrics": {"grafanaDashboard": dashboard}}
+    report = lint_chart(values=values)
+    assert "0 chart(s) failed" in report, report
+    (configmap,) = render_chart(
+        values, release=RELEASE, namespace=NAMESPACE, show_only=[DASHBOARD_TEMPLATE]
+    )
+    assert not _schema_errors(configmap)
+    metadata = configmap["metadata"]
+    assert metadata["labels"]["example.com/dashboard"] == "yes"
+    assert metadata["namespace"] == "monitoring"
+    assert metadata["annotations"] == {"grafana_folder": "Embeddings"}
+    assert configmap["data"] == {
+        "triton-embeddings.json": (CHART / "files" / "dashboard.json").read_text()
+    }
+    (sidecar_default,) = render_chart(
+        {"metrics": {"grafanaDashboard": {"enabled": True}}},
+        release=RELEASE,
+        namespace=NAMESPACE,
+        show_only=[DASHBOARD_TEMPLATE],
+    )
+    assert sidecar_default["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert sidecar_default["metadata"]["namespace"] == NAMESPACE
+
+
+# --- the alert rules ------------------------------------------------------------
+
+RULES_FILE = CHART / "files" / "prometheus-rules.yaml"
+
+
+def test_prometheus_rule_carries_the_rules_file() -> None:
+    """Enabled, the PrometheusRule's groups are files/prometheus-rules.yaml's
+    (what a Prometheus without the operator loads), labelled for the
+    Prometheus's ruleSelector; off by default. The rules know this release's
+    targets by job name, which prometheus-operator takes from the Service a
+    ServiceMonitor selects: every such name must match."""
+    default = render_chart(release=RELEASE, namespace=NAMESPACE)
+    assert not [d for d in default if d["kind"] == "PrometheusRule"]
+    values = {
+        "metrics": {
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        },
+        "tenants": {"secret": "ops-tenants"},
+    }
+    report = lint_chart(values=values)
+    assert "0 chart(s) failed" in report, report
+    rendered = Rendered(
+        Variant(values=values), render_chart(values, release=RELEASE, namespace=NAMESPACE)
+    )
+    (rule,) = rendered.of_kind("PrometheusRule")
+    assert not _schema_errors(rule)
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    groups = yaml.safe_load(RULES_FILE.read_text())["groups"]
+    assert rule["spec"]["groups"] == groups
+    # The CRD's list of groups is a map keyed by name.
+    assert len({group["name"] for group in groups}) == len(groups)
+    (jobs,) = re.findall(r'\bup\{job=~"([^"]+)"\}', RULES_FILE.read_text())
+    for monitor in rendered.of_kind("ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        (service,) = [
+            s for s in rendered.of_kind("Service") if _selects(selector, s["metadata"]["labels"])
+        ]
+        assert re.fullmatch(jobs, service["metadata"]["name"]), service["metadata"]["name"]
 
 
 # --- Envoy itself --------------------------------------------------------------

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -36,6 +35,9 @@ from harness.ports import (
     free_loopback_ports,
     wait_until_ready,
 )
+from harness.prometheus import PROMETHEUS, Prometheus
+from harness.prometheus import running_prometheus as shared_running_prometheus
+from harness.prometheus import scrape_config as prometheus_config
 from harness.repository import repository_variant
 from harness.server import EndpointUrls
 from server.edge.config import STATS_PATH
@@ -47,7 +49,6 @@ CPU_CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 # Kubernetes' CFS period: a limit of 0.5 CPU is 50 ms of CPU time per 100 ms.
 CFS_PERIOD_US = 100_000
 ENVOY = Path(sys.prefix) / "bin" / "envoy"
-PROMETHEUS = Path("/usr/bin/prometheus")
 REPLICA_START_TIMEOUT_S = 240.0
 REPLICA_STOP_TIMEOUT_S = 60.0
 SCRAPE_INTERVAL_S = 1.0
@@ -425,61 +426,13 @@ def _supervised(
         process.wait(timeout=10)
 
 
-@dataclass(frozen=True)
-class Prometheus:
-    process: subprocess.Popen[bytes]
-    url: str
-
-    def _get(self, path: str, **parameters: str) -> object:
-        query = urllib.parse.urlencode(parameters)
-        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=10) as reply:
-            body = json.loads(reply.read())
-        if body.get("status") != "success":
-            raise ScaleOutError(f"prometheus {path} {parameters}: {body}")
-        return body["data"]
-
-    def query(self, expression: str, at: float | None = None) -> list[dict[str, Any]]:
-        """An instant query (/api/v1/query) at Unix time `at` (default: now):
-        one {"metric": labels, "value": [t, "v"]} per series."""
-        parameters = {"query": expression}
-        if at is not None:
-            parameters["time"] = f"{at:.3f}"
-        data = self._get("/api/v1/query", **parameters)
-        assert isinstance(data, dict)
-        return data["result"]
-
-    def query_range(
-        self, expression: str, start: float, end: float, step_s: float
-    ) -> list[dict[str, Any]]:
-        """/api/v1/query_range: one {"metric": labels, "values": [[t, "v"],
-        ...]} per series."""
-        data = self._get(
-            "/api/v1/query_range",
-            query=expression,
-            start=f"{start:.3f}",
-            end=f"{end:.3f}",
-            step=f"{step_s:g}s",
-        )
-        assert isinstance(data, dict)
-        return data["result"]
-
-    def scraped(self, job: str) -> int:
-        """How many of the job's targets answered their last scrape."""
-        return sum(float(s["value"][1]) == 1 for s in self.query(f'up{{job="{job}"}}'))
-
-
 def scrape_config(replicas: Sequence[Replica], envoy_stats: str) -> dict[str, Any]:
     """Every replica's Triton metrics, labelled with its pod as Kubernetes'
     pod service discovery would, its edge's per-tenant stats where it has
     an edge, and Envoy's statistics."""
     edges = [replica for replica in replicas if replica.tenants is not None]
-    return {
-        "global": {
-            "scrape_interval": f"{SCRAPE_INTERVAL_S:g}s",
-            "scrape_timeout": f"{round(SCRAPE_INTERVAL_S * 800)}ms",
-            "evaluation_interval": f"{SCRAPE_INTERVAL_S:g}s",
-        },
-        "scrape_configs": [
+    return prometheus_config(
+        [
             {
                 "job_name": "triton",
                 "static_configs": [
@@ -513,43 +466,26 @@ def scrape_config(replicas: Sequence[Replica], envoy_stats: str) -> dict[str, An
                 else []
             ),
         ],
-    }
+        SCRAPE_INTERVAL_S,
+    )
 
 
-@contextmanager
 def running_prometheus(
     replicas: Sequence[Replica], envoy: Envoy, workdir: Path, vcpu: int
-) -> Iterator[Prometheus]:
-    """Prometheus with its own storage under `workdir`, scraping every
-    second; the config is JSON, which Prometheus reads as YAML."""
-    (port,) = free_loopback_ports(1)
-    config_path = workdir / "prometheus.yml"
-    config_path.write_text(
-        json.dumps(scrape_config(replicas, f"127.0.0.1:{envoy.ports.stats}"), indent=2)
+) -> AbstractContextManager[Prometheus]:
+    """Prometheus (harness/prometheus.py) with its own storage under
+    `workdir`, scraping every replica, its edge and Envoy every second."""
+    return shared_running_prometheus(
+        scrape_config(replicas, f"127.0.0.1:{envoy.ports.stats}"),
+        workdir,
+        {
+            "triton": len(replicas),
+            "envoy": 1,
+            EDGE_JOB: sum(r.tenants is not None for r in replicas),
+        },
+        on_vcpu(vcpu),
+        ScaleOutError,
     )
-    log_path = workdir / "prometheus.log"
-    command = [
-        *on_vcpu(vcpu),
-        str(PROMETHEUS),
-        f"--config.file={config_path}",
-        f"--storage.tsdb.path={workdir / 'prometheus-data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        "--storage.tsdb.retention.time=1d",
-        "--log.level=warn",
-    ]
-    url = f"http://127.0.0.1:{port}"
-
-    def ready(process: subprocess.Popen[bytes]) -> bool:
-        prometheus = Prometheus(process, url)
-        return (
-            answers_ok(f"{url}/-/ready")
-            and prometheus.scraped("triton") == len(replicas)
-            and prometheus.scraped("envoy") == 1
-            and prometheus.scraped(EDGE_JOB) == sum(r.tenants is not None for r in replicas)
-        )
-
-    with _supervised(command, log_path, "prometheus", 0.2, ready) as process:
-        yield Prometheus(process, url)
 
 
 @dataclass(frozen=True)
