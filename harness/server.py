@@ -68,10 +68,12 @@ def running_server(
     repositories: Sequence[Path] | None = None,
     admin_key: str | None = None,
     python: Path | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[RunningServer]:
     """Starts tritonserver, yields once it is ready, stops it on exit.
     `python` runs the launcher, and the Python-backend stubs then use its
-    environment (server.launch.server_environment); default: this one."""
+    environment (server.launch.server_environment); default: this one.
+    `extra_args`: more server.launch options (e.g. --otlp-endpoint=URL)."""
     endpoints = free_loopback_endpoints()
     command = [
         str(python or sys.executable),
@@ -85,6 +87,7 @@ def running_server(
             f"--model-repository={repository}"
             for repository in (repositories or default_repositories())
         ),
+        *extra_args,
     ]
     # The launcher reads the admin key from its environment only; one set
     # where the tests run must not restrict a server started without one.

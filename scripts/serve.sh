@@ -11,7 +11,8 @@
 # file; Envoy then takes the public ports with each tenant's keys, models,
 # quota and priority (docs/operations.md, "Tenants"). Other arguments go to
 # the launcher (--host, --http-port, --grpc-port, --metrics-port,
-# --triton-home); the admin key comes from the environment variable
+# --triton-home, and for traces --otlp-endpoint URL and --trace-sampling
+# RATIO); the admin key comes from the environment variable
 # TRITON_ADMIN_KEY, never from an argument.
 set -euo pipefail
 caller=$PWD

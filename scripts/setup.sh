@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Creates or reuses everything the server and the tests need: system
 # packages, the two virtual environments, the C++ serializer backend, the
-# exported default model and perf_analyzer. Safe to run again: finished
-# steps are skipped.
+# exported default model, perf_analyzer and the tools the tests run (helm,
+# jaeger). Safe to run again: finished steps are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,14 +96,15 @@ export_model() {
 
 # Independent steps run side by side: pip mostly waits on downloads and
 # unpacking, so the export environment (torch, the largest) overlaps the
-# serving one, the tools (a download with its pip, and a Go build) and the
-# C++ build. The export runs alone: it times the CPU engines to choose one.
+# serving one, the tools (a download with its pip, and two Go builds, one
+# after the other: each takes both cores) and the C++ build. The export
+# runs alone: it times the CPU engines to choose one.
 # `wait PID` fails the set-up with the step's own exit status.
 system_packages
 venv .venv-export requirements/export.txt &
 export_venv=$!
 (venv .venv requirements/serve.txt && scripts/install_perf_analyzer.sh &&
-  scripts/install_helm.sh) &
+  scripts/install_helm.sh && scripts/install_jaeger.sh) &
 serving=$!
 build_backend
 wait "$serving"

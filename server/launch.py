@@ -16,6 +16,10 @@ Triton comes from the nvidia-pytriton wheel of the Python running this
 requests in flight: new requests are refused, those in flight finish (up to
 30 s), then tritonserver stops.
 
+With --otlp-endpoint, tritonserver sends traces (OpenTelemetry, OTLP/HTTP)
+to that collector: every request that carries a W3C traceparent, and the
+share --trace-sampling gives of the others (server/tracing.py).
+
 The admin key comes from the environment variable TRITON_ADMIN_KEY, never
 from this launcher's arguments. Triton 2.51 reads it only from its own
 command line (--http-restricted-api, --grpc-restricted-protocol; it has no
@@ -60,6 +64,7 @@ from server.paths import (
 from server.served_repository import prepare
 from server.shutdown import drain
 from server.tenants import read_tenants
+from server.tracing import Tracing, add_tracing_arguments, tracing_from_arguments
 from server.watchdog import StubWatchdog
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -198,9 +203,11 @@ def server_command(
     endpoints: Endpoints,
     repositories: Sequence[Path] | None = None,
     admin_key: str | None = None,
+    tracing: Tracing | None = None,
 ) -> list[str]:
     """The tritonserver command line; with `admin_key`, the admin APIs answer
-    only requests that carry the header `admin-key: <admin_key>`."""
+    only requests that carry the header `admin-key: <admin_key>`; with
+    `tracing`, spans go to its OpenTelemetry collector (server/tracing.py)."""
     restricted = (
         [
             f"--http-restricted-api={ADMIN_APIS}:{ADMIN_KEY_HEADER}={admin_key}",
@@ -226,6 +233,7 @@ def server_command(
         "--model-control-mode=explicit",
         "--load-model=*",
         *restricted,
+        *(tracing.server_arguments() if tracing else []),
     ]
 
 
@@ -363,6 +371,7 @@ def argument_parser() -> argparse.ArgumentParser:
         "which must hold the python and embedding_serializer backends, as the "
         "backend directory (default: the nvidia-pytriton wheel)",
     )
+    add_tracing_arguments(parser)
     return parser
 
 
@@ -396,7 +405,8 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(tenants, list):
             parser.exit(2, "launcher: tenants file refused:\n  " + "\n  ".join(tenants) + "\n")
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
-    command = server_command(triton, endpoints, repositories, admin_key)
+    tracing = tracing_from_arguments(args)
+    command = server_command(triton, endpoints, repositories, admin_key, tracing)
     print(
         f"tritonserver: HTTP {endpoints.http_address}, "
         f"gRPC {endpoints.grpc_address}, "
@@ -404,6 +414,8 @@ def main(argv: list[str] | None = None) -> None:
         f"admin APIs {'need the admin key' if admin_key else 'open'}",
         flush=True,
     )
+    if tracing:
+        _log(tracing.describe())
     backlog_dir = Path(
         tempfile.mkdtemp(
             prefix="triton-embedding-backlog-",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Generic, Self, TypeVar
 
@@ -15,10 +16,22 @@ from embedding_client.transport import PROTOCOLS, Connection, Protocol, unknown_
 
 TransportT = TypeVar("TransportT")
 DEFAULT_MODEL = "embed"
+AUTHORIZATION = "authorization"
+# The W3C trace context headers (traceparent, tracestate) a caller's
+# requests carry to Triton, whose spans then join the caller's trace.
+TRACE_HEADERS = ("traceparent", "tracestate")
 
 
 def _authorization(api_key: str | None) -> dict[str, str] | None:
-    return {"authorization": f"Bearer {api_key}"} if api_key else None
+    return {AUTHORIZATION: f"Bearer {api_key}"} if api_key else None
+
+
+def _replaced(
+    headers: dict[str, str] | None, names: Sequence[str], new: dict[str, str] | None
+) -> dict[str, str] | None:
+    """`headers` without `names`, plus `new`; None where nothing is left."""
+    kept = {name: value for name, value in (headers or {}).items() if name not in names}
+    return {**kept, **(new or {})} or None
 
 
 class ClientBase(ABC, Generic[TransportT]):
@@ -69,7 +82,15 @@ class ClientBase(ABC, Generic[TransportT]):
         """This client with another API key (None: none), sharing its
         connection as with_model does."""
         other = copy.copy(self)
-        other._headers = _authorization(api_key)
+        other._headers = _replaced(self._headers, (AUTHORIZATION,), _authorization(api_key))
+        return other
+
+    def with_trace_context(self, context: Mapping[str, str] | None) -> Self:
+        """This client sending a caller's W3C trace context (its traceparent
+        and tracestate headers; None: none) with each request, sharing its
+        connection as with_model does."""
+        other = copy.copy(self)
+        other._headers = _replaced(self._headers, TRACE_HEADERS, dict(context or {}))
         return other
 
     def with_model(self, model: str, tokenizer: str | Path | ClientTokenizer | None = None) -> Self:

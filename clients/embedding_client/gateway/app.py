@@ -14,7 +14,8 @@ from aiohttp import web
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.gateway.errors import ApiError
 from embedding_client.gateway.rerank_protocol import Api, error_body
-from embedding_client.gateway.service import EmbeddingsService, ServedModel
+from embedding_client.gateway.service import Caller, EmbeddingsService, ServedModel
+from embedding_client.gateway.trace_context import TRACE_ID_HEADER, read_trace_context
 from embedding_client.tokenization import ClientTokenizer
 
 # OpenAI accepts up to 2048 inputs of 8192 tokens each; this bounds the body.
@@ -52,7 +53,7 @@ class GatewaySettings:
 
 
 def create_app(settings: GatewaySettings) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_openai_errors])
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_trace_id, _openai_errors])
     app.cleanup_ctx.append(partial(_service, settings))
     app.add_routes(
         [
@@ -105,6 +106,17 @@ def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
 
 
 @web.middleware
+async def _trace_id(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A request that carries a trace context is answered with its trace id,
+    under which Triton's spans for it are found (errors included)."""
+    response = await handler(request)
+    context = read_trace_context(request.headers)
+    if context is not None:
+        response.headers[TRACE_ID_HEADER] = context.trace_id
+    return response
+
+
+@web.middleware
 async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
@@ -123,6 +135,10 @@ async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamRe
         return _json(failure.body(), failure.status)
 
 
+def _caller(request: web.Request) -> Caller:
+    return Caller(request.headers.get("Authorization"), read_trace_context(request.headers))
+
+
 def _authorized(request: web.Request) -> EmbeddingsService:
     service = request.app[SERVICE]
     service.authorize(request.headers.get("Authorization"))
@@ -134,21 +150,21 @@ async def _rerank(api: Api, version: str, request: web.Request) -> web.Response:
     try:
         service = _authorized(request)
         body = await request.read()
-        answer = await service.rerank(body, api, version, request.headers.get("Authorization"))
+        answer = await service.rerank(body, api, version, _caller(request))
     except ApiError as error:
         return _json(error_body(error, api), error.status, error.headers)
     return _json(answer)
 
 
 async def _tei(
-    route: Callable[[EmbeddingsService, bytes, str | None], Awaitable[bytes]],
+    route: Callable[[EmbeddingsService, bytes, Caller], Awaitable[bytes]],
     request: web.Request,
 ) -> web.Response:
     """One of TEI's embedding routes, its errors in TEI's shape."""
     try:
         service = _authorized(request)
         body = await request.read()
-        answer = await route(service, body, request.headers.get("Authorization"))
+        answer = await route(service, body, _caller(request))
     except ApiError as error:
         return _json(error_body(error, "tei"), error.status, error.headers)
     return _json(answer)
@@ -157,7 +173,7 @@ async def _tei(
 async def _create_embeddings(request: web.Request) -> web.Response:
     service = _authorized(request)
     body = await request.read()
-    return _json(await service.create_embeddings(body, request.headers.get("Authorization")))
+    return _json(await service.create_embeddings(body, _caller(request)))
 
 
 async def _list_models(request: web.Request) -> web.Response:

@@ -30,12 +30,26 @@ from embedding_client.gateway.rerank_protocol import (
     render_tei,
 )
 from embedding_client.gateway.tei_protocol import parse_tei_request, render_dense, render_sparse
+from embedding_client.gateway.trace_context import TraceContext
 from embedding_client.tokenization import ClientTokenizer
 
 OWNED_BY = "triton-embedding-service"
 # Tokenizing a large input on the event loop would stall every other
 # request; a small one costs less inline than a hop to a worker thread.
 INLINE_TOKENIZE_CHARS = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Caller:
+    """What a request passes on to Triton besides its body: the client's
+    Authorization header (where keys are forwarded) and its W3C trace
+    context."""
+
+    authorization: str | None = None
+    trace: TraceContext | None = None
+
+
+NO_CALLER = Caller()
 
 
 @dataclass(frozen=True)
@@ -100,12 +114,11 @@ class EmbeddingsService:
         if not hmac.compare_digest(token.strip().encode(), self._api_key):
             raise ApiError(401, "Incorrect API key provided", code="invalid_api_key")
 
-    async def create_embeddings(self, body: bytes, authorization: str | None = None) -> bytes:
-        """`authorization`: the client's header, passed on to Triton when
-        keys are forwarded."""
+    async def create_embeddings(self, body: bytes, caller: Caller = NO_CALLER) -> bytes:
+        """`caller`: what of the client's request goes on to Triton."""
         request = parse_embeddings_request(body, self._limits, self._tasks)
         model = self._models[request.model]
-        client = self._keyed(model.client, authorization)
+        client = self._for_caller(model.client, caller)
         rows = request.token_rows or await self._tokenize(model.tokenizer, request.texts)
         try:
             vectors = await self._embed(client, request, rows)
@@ -115,11 +128,11 @@ class EmbeddingsService:
         return render_embeddings(vectors, request.encoding_format, model.name, prompt_tokens)
 
     async def rerank(
-        self, body: bytes, api: Api, version: str, authorization: str | None = None
+        self, body: bytes, api: Api, version: str, caller: Caller = NO_CALLER
     ) -> bytes:
         """A rerank request in `api`'s shape (Cohere's API `version`)."""
         request = parse_rerank_request(body, api, list(self._rerankers), self._tasks)
-        client = self._keyed(self._rerankers[request.model], authorization)
+        client = self._for_caller(self._rerankers[request.model], caller)
         try:
             ranked = await client.rerank(
                 request.query, request.documents, top_n=request.top_n, truncate=request.truncate
@@ -132,10 +145,10 @@ class EmbeddingsService:
             else render_tei(ranked, request)
         )
 
-    async def tei_embed(self, body: bytes, authorization: str | None = None) -> bytes:
+    async def tei_embed(self, body: bytes, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed: texts to the model's text entry point."""
         request = parse_tei_request(body, "embed", list(self._models), self._tasks)
-        client = self._keyed(self._models[request.model].client, authorization)
+        client = self._for_caller(self._models[request.model].client, caller)
         try:
             vectors = await client.embed(
                 request.texts,
@@ -147,24 +160,25 @@ class EmbeddingsService:
             raise from_embedding_error(error, request.model) from error
         return render_dense(vectors)
 
-    async def embed_sparse(self, body: bytes, authorization: str | None = None) -> bytes:
+    async def embed_sparse(self, body: bytes, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed_sparse."""
         request = parse_tei_request(body, "sparse", list(self._sparse), self._tasks)
-        client = self._keyed(self._sparse[request.model], authorization)
+        client = self._for_caller(self._sparse[request.model], caller)
         try:
             rows = await client.embed_sparse(request.texts, **request.text_options)
         except EmbeddingError as error:
             raise from_embedding_error(error, request.model) from error
         return render_sparse(rows)
 
-    def _keyed(
-        self, client: AsyncEmbeddingClient, authorization: str | None
-    ) -> AsyncEmbeddingClient:
-        """The client, with the request's own key where keys are forwarded."""
-        if not self._forward_api_key:
-            return client
-        scheme, _, token = (authorization or "").partition(" ")
-        return client.with_api_key(token.strip() if scheme.lower() == "bearer" else None)
+    def _for_caller(self, client: AsyncEmbeddingClient, caller: Caller) -> AsyncEmbeddingClient:
+        """The client, with the request's own key where keys are forwarded
+        and with its trace context where it has one."""
+        if self._forward_api_key:
+            scheme, _, token = (caller.authorization or "").partition(" ")
+            client = client.with_api_key(token.strip() if scheme.lower() == "bearer" else None)
+        if caller.trace is not None:
+            client = client.with_trace_context(caller.trace.headers())
+        return client
 
     @staticmethod
     async def _embed(
