@@ -13,7 +13,7 @@ from pathlib import Path
 
 from embedding_client.gateway.server import API_KEY_VARIABLE
 
-from harness.ports import StartError, answers_ok, free_loopback_port, wait_until_ready
+from harness.ports import StartError, answers_ok, free_loopback_port, stop, wait_until_ready
 
 STARTUP_TIMEOUT_S = 30.0
 SHUTDOWN_TIMEOUT_S = 10.0
@@ -77,9 +77,4 @@ def running_gateway(
         )
         yield gateway
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=SHUTDOWN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, SHUTDOWN_TIMEOUT_S)

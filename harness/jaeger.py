@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
+from harness.ports import StartError, answers_ok, free_loopback_ports, stop, wait_until_ready
 from server.paths import REPO_ROOT
 
 JAEGER = REPO_ROOT / "build" / "tools" / "bin" / "jaeger"
@@ -123,10 +123,11 @@ class RunningJaeger:
         (raw,) = body["data"]
         return _trace(raw)
 
-    def find_traces(self, service: str, tags: dict[str, str]) -> list[Trace]:
-        """The traces of `service` with a span that has all of `tags`."""
+    def find_traces(self, service: str, tags: dict[str, str], limit: int = 100) -> list[Trace]:
+        """The traces of `service` with a span that has all of `tags`, at
+        most `limit` of them."""
         query = urllib.parse.urlencode(
-            {"service": service, "tags": json.dumps(tags), "lookback": "1h", "limit": "100"}
+            {"service": service, "tags": json.dumps(tags), "lookback": "1h", "limit": str(limit)}
         )
         body = self._get(f"/api/traces?{query}")
         return [] if body is None else [_trace(raw) for raw in body.get("data") or []]
@@ -231,9 +232,4 @@ def running_jaeger(workdir: Path) -> Iterator[RunningJaeger]:
         )
         yield running
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, STOP_TIMEOUT_S)

@@ -93,3 +93,14 @@ def answers_ok(url: str) -> bool:
             return reply.status == 200
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return False
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Asks `process` to stop (SIGTERM), and kills it if it is still running
+    after `timeout_s`."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.ports import StartError, answers_ok, free_loopback_ports, wait_until_ready
+from harness.ports import StartError, answers_ok, free_loopback_ports, stop, wait_until_ready
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 START_TIMEOUT_S = 30.0
@@ -153,5 +153,4 @@ def running_prometheus(
         )
         yield prometheus
     finally:
-        process.terminate()
-        process.wait(timeout=STOP_TIMEOUT_S)
+        stop(process, STOP_TIMEOUT_S)
