@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The gateway (embedding-gateway) run from this checkout, where --catalog
-# FILE finds each catalog model's export: the arguments are the gateway's.
+# FILE finds each catalog model's export: the arguments are the gateway's
+# (--log-format text for human lines instead of JSON ones among them).
 #   scripts/gateway.sh --triton-url 127.0.0.1:8001 --catalog models.toml
 set -euo pipefail
 cd "$(dirname "$0")/.."

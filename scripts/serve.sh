@@ -11,9 +11,9 @@
 # file; Envoy then takes the public ports with each tenant's keys, models,
 # quota and priority (docs/operations.md, "Tenants"). Other arguments go to
 # the launcher (--host, --http-port, --grpc-port, --metrics-port,
-# --triton-home, and for traces --otlp-endpoint URL and --trace-sampling
-# RATIO); the admin key comes from the environment variable
-# TRITON_ADMIN_KEY, never from an argument.
+# --triton-home, for traces --otlp-endpoint URL and --trace-sampling RATIO,
+# --log-format json|text: JSON lines by default); the admin key comes from
+# the environment variable TRITON_ADMIN_KEY, never from an argument.
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."

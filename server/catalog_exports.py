@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-import sys
 from pathlib import Path
 
 from server.catalog import CatalogModel
+from server.logs import log
 from server.paths import (
     ENGINE_FOLDERS,
     EXPORT_PYTHON,
@@ -106,7 +106,7 @@ def ensure_exported(model: CatalogModel) -> str | None:
     wanted = source_digest(model)
     if stamp.exists() and stamp.read_text().strip() == wanted:
         return None
-    print(f"catalog: exporting {model.name!r} from {model.path}", file=sys.stderr, flush=True)
+    log("catalog", f"exporting {model.name!r} from {model.path}")
     script = str(REPO_ROOT / "export" / "export_onnx.py")
     steps = [[str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]]
     if model.task != "sparse" and model.engine != "onnxruntime":

@@ -20,6 +20,10 @@ With --otlp-endpoint, tritonserver sends traces (OpenTelemetry, OTLP/HTTP)
 to that collector: every request that carries a W3C traceparent, and the
 share --trace-sampling gives of the others (server/tracing.py).
 
+Its lines (the watchdog's and the edge's too) are JSON objects, one a
+line, unless --log-format text asks for the human lines (server/logs.py);
+with JSON, tritonserver's own lines carry ISO 8601 UTC time stamps.
+
 The admin key comes from the environment variable TRITON_ADMIN_KEY, never
 from this launcher's arguments. Triton 2.51 reads it only from its own
 command line (--http-restricted-api, --grpc-restricted-protocol; it has no
@@ -52,6 +56,7 @@ from pathlib import Path
 
 from server.catalog import DEFAULT_CATALOG
 from server.engine_report import engine_line
+from server.logs import DEFAULT_FORMAT, add_log_format_argument, log, use_format
 from server.paths import (
     BACKEND_DIRECTORY,
     REPO_ROOT,
@@ -89,6 +94,11 @@ SHARED_MEMORY = Path("/dev/shm")
 # With tenants, the edge's per-tenant stats for Prometheus are on the
 # metrics port + this, on the public host.
 EDGE_STATS_PORT_OFFSET = 1
+# tritonserver's --log-format for each of ours. Triton 2.51 writes "default"
+# (glog's I1127 08:00:00.123456 ...) or ISO8601 (2026-11-27T08:00:00Z I ...)
+# lines, never JSON; ISO 8601 at least gives its lines a UTC date beside
+# our JSON ones.
+TRITON_LOG_FORMATS = {"json": "ISO8601", "text": None}
 
 
 @dataclass(frozen=True)
@@ -204,10 +214,13 @@ def server_command(
     repositories: Sequence[Path] | None = None,
     admin_key: str | None = None,
     tracing: Tracing | None = None,
+    log_format: str = DEFAULT_FORMAT,
 ) -> list[str]:
     """The tritonserver command line; with `admin_key`, the admin APIs answer
     only requests that carry the header `admin-key: <admin_key>`; with
-    `tracing`, spans go to its OpenTelemetry collector (server/tracing.py)."""
+    `tracing`, spans go to its OpenTelemetry collector (server/tracing.py);
+    its log in the format that goes with ours (`log_format`)."""
+    triton_log_format = TRITON_LOG_FORMATS[log_format]
     restricted = (
         [
             f"--http-restricted-api={ADMIN_APIS}:{ADMIN_KEY_HEADER}={admin_key}",
@@ -234,6 +247,7 @@ def server_command(
         "--load-model=*",
         *restricted,
         *(tracing.server_arguments() if tracing else []),
+        *([f"--log-format={triton_log_format}"] if triton_log_format else []),
     ]
 
 
@@ -267,8 +281,8 @@ def _stop_with_parent() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
-def _log(message: str) -> None:
-    print(f"launcher: {message}", file=sys.stderr, flush=True)
+def _log(message: str, level: str = "info") -> None:
+    log("launcher", message, level=level)
 
 
 def _free_loopback_ports(count: int) -> list[int]:
@@ -309,6 +323,7 @@ def edge_command(args: argparse.Namespace, public: Endpoints, internal: Endpoint
         f"--triton-http-port={internal.http_port}",
         f"--triton-grpc-port={internal.grpc_port}",
         f"--state-dir={args.served_repository.resolve().parent / 'edge'}",
+        f"--log-format={args.log_format}",
         *([] if args.model_repository else [f"--catalog={args.catalog.resolve()}"]),
     ]
 
@@ -372,12 +387,14 @@ def argument_parser() -> argparse.ArgumentParser:
         "backend directory (default: the nvidia-pytriton wheel)",
     )
     add_tracing_arguments(parser)
+    add_log_format_argument(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argument_parser()
     args = parser.parse_args(argv)
+    use_format(args.log_format)
     try:
         triton = installed_triton(args.triton_home) if args.triton_home else wheel_triton()
     except FileNotFoundError as error:
@@ -406,13 +423,18 @@ def main(argv: list[str] | None = None) -> None:
             parser.exit(2, "launcher: tenants file refused:\n  " + "\n  ".join(tenants) + "\n")
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
     tracing = tracing_from_arguments(args)
-    command = server_command(triton, endpoints, repositories, admin_key, tracing)
-    print(
-        f"tritonserver: HTTP {endpoints.http_address}, "
+    command = server_command(triton, endpoints, repositories, admin_key, tracing, args.log_format)
+    log(
+        "tritonserver",
+        f"HTTP {endpoints.http_address}, "
         f"gRPC {endpoints.grpc_address}, "
         f"metrics {endpoints.metrics_address}, "
         f"admin APIs {'need the admin key' if admin_key else 'open'}",
-        flush=True,
+        stream=sys.stdout,
+        http=endpoints.http_address,
+        grpc=endpoints.grpc_address,
+        metrics=endpoints.metrics_address,
+        admin_key_required=bool(admin_key),
     )
     if tracing:
         _log(tracing.describe())
@@ -500,7 +522,7 @@ def _stop_when_edge_exits(
     clients could no longer reach it, and nothing would say so."""
     code = edge.wait()
     if not stopping.is_set():
-        _log(f"the edge exited ({code}); stopping")
+        _log(f"the edge exited ({code}); stopping", level="error")
         on_signal(signal.SIGTERM, None)
 
 

@@ -11,7 +11,6 @@ busy reloading it.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import urllib.error
@@ -20,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from server.health import python_stubs, server_ready
+from server.logs import log
 
 POLL_INTERVAL_S = 0.5
 RETRY_INITIAL_S = 0.5
@@ -30,8 +30,8 @@ STOP_TIMEOUT_S = 10.0
 RELOAD_REQUEST_TIMEOUT_S = 120.0
 
 
-def _log(message: str) -> None:
-    print(f"watchdog: {message}", file=sys.stderr, flush=True)
+def _log(message: str, level: str = "info") -> None:
+    log("watchdog", message, level=level)
 
 
 def retry_delays() -> Iterator[float]:
@@ -84,7 +84,7 @@ class StubWatchdog(threading.Thread):
         self.join(timeout_s)
         if self.is_alive():
             self._abandoned.set()
-            _log(f"abandoned a reload still running after {timeout_s:g} s")
+            _log(f"abandoned a reload still running after {timeout_s:g} s", level="warning")
 
     def run(self) -> None:
         while not server_ready(self._http_url):
@@ -104,7 +104,7 @@ class StubWatchdog(threading.Thread):
         return Counter({model: len(pids) for model, pids in python_stubs(self._server_pid).items()})
 
     def _reload(self, model: str) -> None:
-        _log(f"a stub of '{model}' died; reloading the model")
+        _log(f"a stub of '{model}' died; reloading the model", level="warning")
         for action in ("unload", "load"):
             # Once started, a reload runs to its end even while stopping: an
             # unloaded composing model would fail the requests being drained.
@@ -121,7 +121,10 @@ class StubWatchdog(threading.Thread):
                     pass
             except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
                 delay = self._backoff.failed(model, time.monotonic())
-                _log(f"{action} of '{model}' failed ({error}); retrying in {delay:g} s")
+                _log(
+                    f"{action} of '{model}' failed ({error}); retrying in {delay:g} s",
+                    level="warning",
+                )
                 return
         self._backoff.succeeded(model)
         _log(f"'{model}' reloaded")

@@ -58,6 +58,7 @@ from harness.compose import (
     unavailable_reason,
 )
 from harness.edge import tenant_toml
+from harness.logs import record
 from harness.requests import text_inputs
 from harness.server import post_status
 from server.edge.config import STATS_PATH
@@ -299,11 +300,17 @@ def _tokenizer_answers(stack: ComposeStack) -> int:
     return int(found[1])
 
 
-def _logged_at(log: str, message: str) -> float:
+def _logged_at(log: str, logger: str, message: str) -> float:
     """The time stamp (Unix time) podman logs --timestamps put before the
-    first line holding `message`."""
-    match = re.search(rf"^(\S+)\.(\d+)(\S*) .*{re.escape(message)}", log, re.M)
-    assert match, f"{message!r} not in the container's log:\n{log[-4000:]}"
+    first JSON line of `logger` whose message starts with `message`."""
+    match = None
+    for line in log.splitlines():
+        stamp, _, rest = line.partition(" ")
+        found = record(rest)
+        if found and found["logger"] == logger and str(found["message"]).startswith(message):
+            match = re.fullmatch(r"(\S+)\.(\d+)(\S*)", stamp)
+            break
+    assert match, f"{logger}: {message!r} not in the container's log:\n{log[-4000:]}"
     # Python 3.11 reads at most microseconds.
     return datetime.fromisoformat(f"{match[1]}.{match[2][:6]}{match[3]}").timestamp()
 
@@ -343,9 +350,9 @@ def test_down_answers_the_requests_in_flight(stack: ComposeStack) -> None:
     statuses = [status for status, _ in outcomes]
     assert statuses == ["OK"] * IN_FLIGHT, statuses
     log = stack.log_path(SERVER).read_text(errors="replace")
-    stopping = _logged_at(log, "launcher: stopping the edge")
-    _logged_at(log, "launcher: draining")
-    _logged_at(log, "launcher: stopping tritonserver")
+    stopping = _logged_at(log, "launcher", "stopping the edge")
+    _logged_at(log, "launcher", "draining")
+    _logged_at(log, "launcher", "stopping tritonserver")
     after = sum(answered > stopping for _, answered in outcomes)
     assert after > 0, "every request finished before the stop began: nothing was tested"
     grace = compose_file()["services"][SERVER]["stop_grace_period"]

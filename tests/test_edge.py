@@ -27,6 +27,7 @@ from tritonclient.utils import InferenceServerException
 
 from harness.edge import RunningEdge, running_edge, tenant_toml
 from harness.gateway import RunningGateway, running_gateway
+from harness.logs import first_index
 from harness.ports import free_loopback_ports
 from harness.priority import BULK, INTERACTIVE
 from harness.repository import repository_variant
@@ -587,7 +588,7 @@ def test_the_edge_command(server: RunningServer, tmp_path: Path) -> None:
     url = f"127.0.0.1:{grpc_port}"
     try:
         deadline = time.monotonic() + 30
-        while "edge: serving" not in log.read_text() and time.monotonic() < deadline:
+        while first_index(log.read_text(), "edge", "serving") < 0 and time.monotonic() < deadline:
             assert process.poll() is None, log.read_text()
             time.sleep(0.1)
         assert grpc_status(url, SEARCH_KEY) == "OK"

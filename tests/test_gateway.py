@@ -10,6 +10,10 @@ default deployment's gateway in front of a server of the default catalog."""
 from __future__ import annotations
 
 import base64
+import json
+import logging
+import re
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,10 +25,12 @@ import numpy as np
 import openai
 import orjson
 import pytest
+from aiohttp.test_utils import make_mocked_request
 from embedding_client import ClientTokenizer, EmbeddingClient
 from embedding_client.errors import from_triton
 from embedding_client.gateway.app import GatewayModel
 from embedding_client.gateway.errors import from_embedding_error
+from embedding_client.gateway.logs import JsonFormatter, failure_fields
 from embedding_client.gateway.protocol import MAX_INPUTS, TokenLimits, parse_embeddings_request
 from embedding_client.gateway.server import parse_settings
 from embedding_client.gateway.service import INLINE_TOKENIZE_CHARS
@@ -33,6 +39,7 @@ from embedding_requests import LONG_TEXT, SAMPLE_TEXTS
 from tritonclient.utils import InferenceServerException
 
 from harness.gateway import RunningGateway, running_gateway
+from harness.logs import RECORD_FIELDS, record, records
 from harness.ports import free_loopback_port
 from harness.server import RunningServer, running_server
 from server.catalog import Catalog
@@ -594,6 +601,10 @@ def test_command_line_serves_each_model_given() -> None:
             ["--model=embed={tokenizer}", "--tokenizer={tokenizer}"],
             "unrecognized arguments: --tokenizer=",
         ),
+        (
+            ["--model=embed={tokenizer}", "--log-format=yaml"],
+            "--log-format: invalid choice: 'yaml'",
+        ),
     ],
 )
 def test_bad_command_lines_exit_2(
@@ -604,3 +615,87 @@ def test_bad_command_lines_exit_2(
         parse_settings(["--triton-url=127.0.0.1:8001", *argv])
     assert caught.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# --- the gateway's log --------------------------------------------------------
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+# A line of the text format (logging's asctime, a level), which a JSON log lacks.
+TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
+
+
+def _get(gateway: RunningGateway, path: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(f"{gateway.url}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_gateway_logs_json_lines_with_the_callers_trace_id(tmp_path: Path) -> None:
+    """Requests that need no Triton: one with a traceparent, one without;
+    each has its access line, the first with the caller's trace id."""
+    dead_triton = f"127.0.0.1:{free_loopback_port()}"
+    log_path = tmp_path / "gateway.log"
+    with running_gateway(dead_triton, [(MODEL, TOKENIZER)], log_path) as gateway:
+        assert _get(gateway, "/v1/models", {"traceparent": TRACEPARENT}) == 200
+        assert _get(gateway, "/v1/models/nope", {}) == 404
+    log = log_path.read_text()
+    assert not [line for line in log.splitlines() if TEXT_LINE.match(line)], log[-4000:]
+    for line in log.splitlines():
+        if line.startswith("{"):
+            assert record(line) is not None, line
+    entries = records(log)
+    assert all(RECORD_FIELDS <= set(entry) and entry["time"].endswith("Z") for entry in entries), (
+        entries
+    )
+    assert any(f"Triton gRPC {dead_triton}" in entry["message"] for entry in entries), entries
+    (traced,) = [entry for entry in entries if entry.get("path") == "/v1/models"]
+    assert traced["trace_id"] == TRACE_ID
+    assert (traced["method"], traced["status"], traced["level"]) == ("GET", 200, "info")
+    assert isinstance(traced["duration_ms"], float) and traced["duration_ms"] >= 0
+    (untraced,) = [entry for entry in entries if entry.get("path") == "/v1/models/nope"]
+    assert untraced["status"] == 404 and "trace_id" not in untraced
+
+
+def test_gateway_log_format_text_keeps_the_human_lines(tmp_path: Path) -> None:
+    dead_triton = f"127.0.0.1:{free_loopback_port()}"
+    log_path = tmp_path / "gateway.log"
+    with running_gateway(
+        dead_triton, [(MODEL, TOKENIZER)], log_path, extra_args=("--log-format=text",)
+    ) as gateway:
+        assert _get(gateway, "/v1/models", {"traceparent": TRACEPARENT}) == 200
+    log = log_path.read_text()
+    started = (
+        f"embedding-gateway: {gateway.url}/v1 -> Triton gRPC {dead_triton}, "
+        f"models '{MODEL}', priority 0, auth off"
+    )
+    assert started in log.splitlines(), log[-4000:]
+    # No access lines and nothing in JSON, as before the JSON log.
+    assert not records(log) and TRACE_ID not in log, log[-4000:]
+
+
+def test_an_unexpected_failure_logs_the_request_and_its_trace_id() -> None:
+    """The 500 line (app.py's _openai_errors) in JSON: the request's method,
+    path and the caller's trace id beside the traceback."""
+    request = make_mocked_request("POST", "/v1/embeddings", headers={"traceparent": TRACEPARENT})
+    try:
+        raise RuntimeError("a bug")
+    except RuntimeError:
+        record = logging.getLogger("embedding_client.gateway.app").makeRecord(
+            "embedding_client.gateway.app",
+            logging.ERROR,
+            __file__,
+            1,
+            "unexpected failure on %s %s",
+            ("POST", "/v1/embeddings"),
+            sys.exc_info(),
+            extra=failure_fields(request),
+        )
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "unexpected failure on POST /v1/embeddings"
+    assert (line["level"], line["trace_id"], line["status"]) == ("error", TRACE_ID, 500)
+    assert (line["method"], line["path"]) == ("POST", "/v1/embeddings")
+    assert "RuntimeError: a bug" in line["error"]

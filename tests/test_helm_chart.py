@@ -8,7 +8,8 @@ schema that kubernetes-validate bundles, and the custom resources
 schemas of their CRDs: a document of a kind with no schema fails. Then what
 no schema checks: selectors select the pods they mean, named ports exist,
 probes ask Triton's health endpoints, the launcher's parser accepts the pods'
-arguments (the same as docker-compose.yml's), the grace period covers the
+arguments (the same as docker-compose.yml's) and reads the tracing values
+from their environment, the grace period covers the
 drain, the HPA reads the metric the prometheus-adapter rule serves, the
 balancer's Envoy configuration points at the Triton pods (and, where Envoy
 is installed, Envoy itself accepts it), the PrometheusRule carries the rules
@@ -31,6 +32,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import jsonschema
 import kubernetes_validate
@@ -60,6 +62,12 @@ from server.launch import (
     internal_endpoints,
 )
 from server.paths import REPO_ROOT
+from server.tracing import (
+    ENDPOINT_VARIABLE,
+    SAMPLING_VARIABLE,
+    Tracing,
+    tracing_from_arguments,
+)
 from server.watchdog import STOP_TIMEOUT_S
 
 KUBERNETES_VERSION = "1.37.0"
@@ -76,6 +84,7 @@ LAUNCHER = ["python3", "-m", "server.launch"]
 TRITON_READY = "/v2/health/ready"
 TRITON_LIVE = "/v2/health/live"
 GATEWAY_APP = REPO_ROOT / "clients" / "embedding_client" / "gateway" / "app.py"
+TRITON_DEPLOYMENT = "templates/triton-deployment.yaml"
 # What the launcher may take to stop after SIGTERM: the watchdog, the drain
 # (with tenants, the edge's within it, and Envoy's own stop), then
 # tritonserver's own exit timeout.
@@ -433,6 +442,48 @@ def test_admin_key_comes_from_a_secret_only(rendered: Rendered) -> None:
     for secret in secrets.values():
         (key,) = secret["data"].values()
         assert re.fullmatch(r"[A-Za-z0-9]{64}", base64.b64decode(key).decode())
+
+
+def _tracing_environment(values: dict[str, Any] | None) -> dict[str, str]:
+    (deployment,) = render_chart(
+        values, release=RELEASE, namespace=NAMESPACE, show_only=[TRITON_DEPLOYMENT]
+    )
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {
+        variable["name"]: variable["value"]
+        for variable in container["env"]
+        if variable["name"] in (ENDPOINT_VARIABLE, SAMPLING_VARIABLE)
+    }
+
+
+def test_tracing_values_set_the_launchers_environment() -> None:
+    """tracing.otlpEndpoint and tracing.sampling reach the launcher as the
+    variables its parser takes for --otlp-endpoint and --trace-sampling;
+    by default neither is set, so the pods send no traces."""
+    assert _tracing_environment(None) == {}
+    endpoint = "http://otel-collector.monitoring.svc:4318"
+    environment = _tracing_environment({"tracing": {"otlpEndpoint": endpoint, "sampling": 0.25}})
+    assert environment == {ENDPOINT_VARIABLE: endpoint, SAMPLING_VARIABLE: "0.25"}
+    with mock.patch.dict(os.environ, environment):
+        tracing = tracing_from_arguments(argument_parser().parse_args([]))
+    assert tracing == Tracing(endpoint, 0.25)
+    # 0 (only requests with a traceparent) is a value, not "unset".
+    only_traceparent = {"tracing": {"otlpEndpoint": endpoint, "sampling": 0}}
+    assert _tracing_environment(only_traceparent)[SAMPLING_VARIABLE] == "0"
+
+
+@pytest.mark.parametrize(
+    "tracing",
+    [
+        {"otlpEndpoint": "", "sampling": 1.5},
+        {"otlpEndpoint": "", "sampling": "0.1"},
+        {"otlpEndpoint": "otel-collector:4318", "sampling": None},
+        {"otlpEndpoint": "http://otel-collector:4318/v1/traces", "sampling": None},
+    ],
+)
+def test_the_schema_refuses_bad_tracing_values(tracing: dict[str, Any]) -> None:
+    with pytest.raises(RuntimeError, match="tracing"):
+        render_chart({"tracing": tracing}, show_only=[TRITON_DEPLOYMENT])
 
 
 def test_autoscaler_reads_the_adapter_rules_metric(rendered: Rendered) -> None:

@@ -1,13 +1,15 @@
 """server.launch as the containers run it, on a real tritonserver: the admin
 key comes from the environment and stays off the launcher's command line,
 --triton-home serves an installed Triton's layout as is, a graceful stop
-waits for a reload in progress before it drains; and the watchdog's retry
-backoff."""
+waits for a reload in progress before it drains; its log lines, JSON
+objects by default, the human lines with --log-format text; and the
+watchdog's retry backoff."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -15,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from itertools import islice
 from pathlib import Path
 
@@ -23,6 +26,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from harness.edge import tenant_toml
+from harness.logs import RECORD_FIELDS, first_index, messages
 from harness.ports import StartError, wait_until_ready
 from harness.requests import text_inputs
 from harness.server import free_loopback_endpoints, post_status
@@ -35,7 +39,8 @@ from server.launch import (
     installed_triton,
     wheel_triton,
 )
-from server.paths import OPENVINO_MODEL_DIR, REPO_ROOT
+from server.paths import OPENVINO_MODEL_DIR, REPO_ROOT, SERIALIZER_BACKEND, SERIALIZER_FILE
+from server.tracing import Tracing
 from server.watchdog import RETRY_MAX_S, ReloadBackoff, retry_delays
 
 STARTUP_TIMEOUT_S = 180.0
@@ -62,11 +67,12 @@ class Launcher:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_for_log(self, text: str, timeout_s: float) -> None:
+    def wait_for_log(self, logger: str, fragment: str, timeout_s: float) -> None:
+        """Until a JSON line of `logger` holds `fragment` in its message."""
         deadline = time.monotonic() + timeout_s
-        while text not in self.log():
+        while first_index(self.log(), logger, fragment) < 0:
             assert self.process.poll() is None, f"launcher exited:\n{self.log()[-4000:]}"
-            assert time.monotonic() < deadline, f"no {text!r} in the log:\n{self.log()[-4000:]}"
+            assert time.monotonic() < deadline, f"no {fragment!r} in the log:\n{self.log()[-4000:]}"
             time.sleep(0.1)
 
     def stop(self) -> int:
@@ -163,9 +169,14 @@ def test_the_log_names_each_models_engine_and_the_cosines_that_chose_it(
     installed_server: Launcher,
 ) -> None:
     engine = engine_of(DEFAULT_MODEL)
-    expected = f"launcher: {DEFAULT_MODEL.name}: engine {engine}, precision "
+    expected = f"{DEFAULT_MODEL.name}: engine {engine}, precision "
     line = next(
-        (line for line in installed_server.log().splitlines() if line.startswith(expected)), None
+        (
+            line
+            for line in messages(installed_server.log(), "launcher")
+            if line.startswith(expected)
+        ),
+        None,
     )
     assert line is not None, installed_server.log()[-4000:]
     if engine == "openvino":
@@ -200,19 +211,19 @@ def test_graceful_stop_waits_for_a_reload_in_progress_before_draining(
 ) -> None:
     launcher = _start(tmp_path / "launcher.log", [])
     try:
-        launcher.wait_for_log("watchdog: watching", timeout_s=30)
+        launcher.wait_for_log("watchdog", "watching", timeout_s=30)
         (stub, *_) = python_stubs(launcher.tritonserver_pid)[DEFAULT_MODEL.tokenizer]
         os.kill(stub, signal.SIGKILL)
-        launcher.wait_for_log("reloading the model", timeout_s=30)
-        reload_running = f"'{DEFAULT_MODEL.tokenizer}' reloaded" not in launcher.log()
+        launcher.wait_for_log("watchdog", "reloading the model", timeout_s=30)
+        reloaded = f"'{DEFAULT_MODEL.tokenizer}' reloaded"
+        reload_running = first_index(launcher.log(), "watchdog", reloaded) < 0
     finally:
         exit_code = launcher.stop()  # SIGTERM while the reload (about 3 s) runs
     log = launcher.log()
     assert exit_code == 0, log[-4000:]
     assert reload_running, "the reload ended before SIGTERM: nothing was tested"
-    reloaded = log.find(f"'{DEFAULT_MODEL.tokenizer}' reloaded")
-    draining = log.find("launcher: draining")
-    assert 0 <= reloaded < draining, log[-4000:]
+    draining = first_index(log, "launcher", "draining")
+    assert 0 <= first_index(log, "watchdog", reloaded) < draining, log[-4000:]
 
 
 def test_triton_home_without_the_project_backends_is_refused(tmp_path: Path) -> None:
@@ -274,3 +285,120 @@ def test_a_bad_tenants_file_is_refused_at_start(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done.stderr
     assert "tenants file refused" in done.stderr and "search" in done.stderr, done.stderr
+
+
+# --- the log's formats, on a stand-in tritonserver ----------------------------
+
+# What the stand-in prints: its arguments, so a test sees tritonserver's log format.
+STAND_IN = "stand-in tritonserver:"
+OTLP_ENDPOINT = "http://127.0.0.1:4318"
+
+
+@dataclass(frozen=True)
+class StandInRun:
+    done: subprocess.CompletedProcess[str]
+    http: str
+    grpc: str
+    metrics: str
+
+    def ours(self, stream: str) -> list[str]:
+        """The launcher's lines on `stream` (stdout or stderr)."""
+        lines = getattr(self.done, stream).splitlines()
+        return [line for line in lines if not line.startswith(STAND_IN)]
+
+    def server_arguments(self) -> list[str]:
+        (line,) = [line for line in self.done.stdout.splitlines() if line.startswith(STAND_IN)]
+        return line.removeprefix(STAND_IN).split()
+
+
+def _launch_stand_in(tmp_path: Path, *arguments: str) -> StandInRun:
+    """The launcher, to its end, on an installed Triton whose tritonserver
+    prints its arguments and exits 0: the launcher's own lines, in seconds
+    and without a server."""
+    home = tmp_path / "triton"
+    for library in ("python/libtriton_python.so", f"{SERIALIZER_BACKEND}/{SERIALIZER_FILE}"):
+        (home / "backends" / library).parent.mkdir(parents=True, exist_ok=True)
+        (home / "backends" / library).touch()
+    (home / "bin").mkdir()
+    stand_in = home / "bin" / "tritonserver"
+    stand_in.write_text(f'#!/bin/sh\necho "{STAND_IN} $*"\n')
+    stand_in.chmod(0o755)
+    (tmp_path / "repository").mkdir()
+    endpoints = free_loopback_endpoints()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "server.launch",
+            f"--triton-home={home}",
+            f"--model-repository={tmp_path / 'repository'}",
+            f"--http-port={endpoints.http_port}",
+            f"--grpc-port={endpoints.grpc_port}",
+            f"--metrics-port={endpoints.metrics_port}",
+            f"--otlp-endpoint={OTLP_ENDPOINT}",
+            *arguments,
+        ],
+        cwd=REPO_ROOT,
+        env={key: value for key, value in os.environ.items() if key != ADMIN_KEY_VARIABLE},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return StandInRun(
+        done, endpoints.http_address, endpoints.grpc_address, endpoints.metrics_address
+    )
+
+
+def test_the_launcher_logs_one_json_object_per_line(tmp_path: Path) -> None:
+    run = _launch_stand_in(tmp_path)
+    entries = [json.loads(line) for line in run.ours("stdout") + run.ours("stderr")]
+    for entry in entries:
+        assert isinstance(entry, dict) and RECORD_FIELDS <= set(entry), entry
+        assert datetime.fromisoformat(entry["time"]).utcoffset() == timedelta(0), entry
+        assert entry["level"] == "info", entry
+    by_logger = {entry["logger"]: entry for entry in entries}
+    assert by_logger.keys() == {"tritonserver", "launcher"}, entries
+    address = by_logger["tritonserver"]
+    assert address["message"] == (
+        f"HTTP {run.http}, gRPC {run.grpc}, metrics {run.metrics}, admin APIs open"
+    )
+    assert (address["http"], address["grpc"], address["metrics"]) == (
+        run.http,
+        run.grpc,
+        run.metrics,
+    )
+    assert by_logger["launcher"]["message"] == Tracing(OTLP_ENDPOINT).describe()
+    # Triton cannot write JSON: its lines get ISO 8601 UTC time stamps.
+    assert "--log-format=ISO8601" in run.server_arguments()
+
+
+def test_log_format_text_keeps_the_human_lines(tmp_path: Path) -> None:
+    run = _launch_stand_in(tmp_path, "--log-format=text")
+    assert run.ours("stdout") == [
+        f"tritonserver: HTTP {run.http}, gRPC {run.grpc}, metrics {run.metrics}, admin APIs open"
+    ]
+    assert run.ours("stderr") == [f"launcher: {Tracing(OTLP_ENDPOINT).describe()}"]
+    assert not any(part.startswith("--log-format") for part in run.server_arguments())
+
+
+def test_an_unknown_log_format_is_refused_at_start() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "server.launch", "--log-format=yaml"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--log-format: invalid choice: 'yaml'" in done.stderr, done.stderr
+
+
+def test_tritonserver_takes_the_iso8601_log_format(installed_server: Launcher) -> None:
+    """The real server, started with the default log format, accepted
+    --log-format=ISO8601 and writes its lines with ISO 8601 UTC stamps
+    (`2026-11-27T08:00:00Z I <pid> <file>:<line>] ...`) beside ours."""
+    assert "--log-format=ISO8601" in _cmdline(installed_server.tritonserver_pid)
+    log = installed_server.log()
+    assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ I \d+ \S+:\d+\] ", log, re.M), log[-4000:]
+    assert messages(log, "watchdog") or messages(log, "launcher"), log[-4000:]

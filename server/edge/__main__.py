@@ -2,7 +2,8 @@
 reloaded on change, until SIGTERM or SIGINT (then it takes no new request,
 and those in flight get as long to finish as the launcher gives requests at
 Triton, EXIT_TIMEOUT_S). Exit status 2: the tenants file or the arguments
-were refused; 1: Envoy did not start or died."""
+were refused; 1: Envoy did not start or died. Its lines are JSON objects
+unless --log-format text (server/logs.py), as the launcher that starts it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from server.catalog import read_catalog
 from server.edge import POLL_S, Edge, TenantsWatcher, find_envoy
 from server.edge.config import EdgePorts
 from server.launch import EXIT_TIMEOUT_S
+from server.logs import add_log_format_argument, log, use_format
 from server.tenants import CatalogStages, read_tenants
 
 
@@ -45,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the served catalog: a tenant naming a model outside it is refused, and a tenant "
         "may read (never call) the stages of its models",
     )
+    add_log_format_argument(parser)
     args = parser.parse_args(argv)
+    use_format(args.log_format)
 
     # Without a catalog a tenant may use its models' entry points only.
     stages: CatalogStages | None = None
@@ -88,25 +92,27 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     error = edge.start(tenants)
     if error is not None:
-        print(f"edge: {error}", file=sys.stderr)
+        log("edge", error, level="error")
         return 1
-    print(
-        f"edge: serving HTTP {args.host}:{args.http_port}, gRPC {args.host}:{args.grpc_port} "
+    log(
+        "edge",
+        f"serving HTTP {args.host}:{args.http_port}, gRPC {args.host}:{args.grpc_port} "
         f"for {len(tenants.tenants)} tenants (version {edge.version})",
-        flush=True,
+        stream=sys.stdout,
     )
     try:
         while not stopping:
             assert edge.process is not None
             if edge.process.poll() is not None:
-                print(
-                    f"edge: envoy exited ({edge.process.returncode}); log {edge.log_path}",
-                    file=sys.stderr,
+                log(
+                    "edge",
+                    f"envoy exited ({edge.process.returncode}); log {edge.log_path}",
+                    level="error",
                 )
                 return 1
             message = watcher.poll()
             if message is not None:
-                print(f"edge: {message}", file=sys.stderr, flush=True)
+                log("edge", message)
             time.sleep(POLL_S)
     finally:
         edge.stop(EXIT_TIMEOUT_S)

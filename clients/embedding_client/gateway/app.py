@@ -13,6 +13,7 @@ from aiohttp import web
 
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.gateway.errors import ApiError
+from embedding_client.gateway.logs import failure_fields
 from embedding_client.gateway.rerank_protocol import Api, error_body
 from embedding_client.gateway.service import Caller, EmbeddingsService, ServedModel
 from embedding_client.gateway.trace_context import TRACE_ID_HEADER, read_trace_context
@@ -130,7 +131,12 @@ async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamRe
             error.status,
         )
     except Exception:
-        logger.exception("unexpected failure on %s %s", request.method, request.path)
+        logger.exception(
+            "unexpected failure on %s %s",
+            request.method,
+            request.path,
+            extra=failure_fields(request),
+        )
         failure = ApiError(500, "The gateway failed unexpectedly", type="server_error")
         return _json(failure.body(), failure.status)
 

@@ -12,7 +12,9 @@ tokenizer.json; each --reranker one of its rerankers at /v1/rerank and
 /v2/rerank (Cohere's API) and /rerank (TEI's); each --sparse one of its
 sparse encoders at /embed_sparse (TEI's). --catalog serves every model of
 the catalog the server runs, by each of its names. With EMBEDDING_GATEWAY_API_KEY set, every request but the health
-checks needs `Authorization: Bearer <that key>`.
+checks needs `Authorization: Bearer <that key>`. It logs one JSON object a
+line, an access line per request among them, unless --log-format text
+asks for its human lines (logs.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ from pathlib import Path
 from aiohttp import web
 
 from embedding_client.gateway.app import GatewayModel, GatewaySettings, create_app
+from embedding_client.gateway.logs import (
+    ACCESS_LOGGER,
+    DEFAULT_FORMAT,
+    FORMATS,
+    JsonAccessLogger,
+    configure_logging,
+)
 from embedding_client.tokenization import ClientTokenizer
 
 API_KEY_VARIABLE = "EMBEDDING_GATEWAY_API_KEY"
@@ -80,7 +89,7 @@ def _add_catalog(args: argparse.Namespace, path: Path) -> str | None:
     return None
 
 
-def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
+def argument_parser() -> argparse.ArgumentParser:
     defaults = GatewaySettings("", ())
     parser = argparse.ArgumentParser(
         prog="embedding-gateway", description=(__doc__ or "").splitlines()[0]
@@ -142,7 +151,27 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--port", type=int, default=8080)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        default=DEFAULT_FORMAT,
+        help="json: one JSON object per line (time, level, logger, message), with an access "
+        "line per request (method, path, status, duration_ms, the caller's trace_id); text: "
+        "the human lines, no access lines (default: %(default)s)",
+    )
+    return parser
+
+
+def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
+    parser = argument_parser()
+    return settings_from(parser, parser.parse_args(argv))
+
+
+def settings_from(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[GatewaySettings, str, int]:
+    """The gateway's settings, address and port from its parsed arguments;
+    what they cannot mean together fails as a usage error."""
     if args.catalog is not None:
         refusal = _add_catalog(args, args.catalog)
         if refusal:
@@ -172,21 +201,36 @@ def parse_settings(argv: list[str] | None) -> tuple[GatewaySettings, str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings, host, port = parse_settings(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    parser = argument_parser()
+    args = parser.parse_args(argv)
+    settings, host, port = settings_from(parser, args)
+    configure_logging(args.log_format)
     names = ", ".join(
         repr(name)
         for name in [m.name for m in settings.models]
         + list(settings.rerankers)
         + list(settings.sparse)
     )
-    print(
-        f"embedding-gateway: http://{host}:{port}/v1 -> Triton gRPC {settings.triton_url}, "
+    started = (
+        f"http://{host}:{port}/v1 -> Triton gRPC {settings.triton_url}, "
         f"models {names}, priority {settings.priority}, "
-        f"auth {'forwarded' if settings.forward_api_key else 'on' if settings.api_key else 'off'}",
-        flush=True,
+        f"auth {'forwarded' if settings.forward_api_key else 'on' if settings.api_key else 'off'}"
     )
-    web.run_app(create_app(settings), host=host, port=port, access_log=None, print=None)
+    if args.log_format == "text":
+        print(f"embedding-gateway: {started}", flush=True)
+        # The text log has never had access lines.
+        web.run_app(create_app(settings), host=host, port=port, access_log=None, print=None)
+        return
+    # Not __name__, which is __main__ under `python -m`.
+    logging.getLogger("embedding_client.gateway").info(started)
+    web.run_app(
+        create_app(settings),
+        host=host,
+        port=port,
+        access_log=logging.getLogger(ACCESS_LOGGER),
+        access_log_class=JsonAccessLogger,
+        print=None,
+    )
 
 
 if __name__ == "__main__":
