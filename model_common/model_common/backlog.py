@@ -49,9 +49,6 @@ class Count:
     def add(self, count: int) -> None:
         self._value[0] += count
 
-    def set(self, value: int) -> None:
-        self._value[0] = value
-
 
 class Backlog:
     """Released minus started, summed over every instance's count."""

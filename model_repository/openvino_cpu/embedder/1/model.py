@@ -4,12 +4,10 @@ export/export_openvino.py) on the CPU.
 
 The request handling is the ONNX embedder's (model_common): the same checks,
 errors and length-sorted rows. What differs is how they are grouped and run:
-groups are capped in tokens, not rows, and unless every other instance is
-executing, OpenVINO streams, one thread each, run the groups of one execute call at
-the same time, so a single request keeps every core busy. While every other
-instance executes, the rows run as one group after another on one stream:
-splitting them then only adds threads on busy cores and runs smaller
-groups, which cost more per text.
+groups are capped in tokens, not rows, and OpenVINO streams, one thread
+each, run the groups of one execute call at the same time, so a single
+instance keeps every core busy however the dynamic batcher merged the
+requests.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from collections.abc import Sequence
 import numpy as np
 import openvino as ov
 import triton_python_backend_utils as pb_utils
-from model_common.busy import Executing
 from model_common.openvino_compile import compile_served
 from model_common.rows import Embeddings, Tokens, groups_by_tokens
 from model_common.triton import GroupedEmbedder
@@ -37,23 +34,13 @@ class TritonPythonModel(GroupedEmbedder):
         compiled, precision = compile_served(ov.Core(), setup, self._streams)
         self._outputs = (compiled.output("embedding"), compiled.output("norm"))
         self._queue = ov.AsyncInferQueue(compiled, self._streams)
-        self._executing = Executing.from_args(args)
-        # Groups run at once in the current execute call.
-        self._parallel = self._streams
         pb_utils.Logger.log_info(
             f"embedder: OpenVINO {ov.get_version()}, precision {precision}, "
             f"{self._streams} stream(s) of one thread"
         )
 
-    def execute(
-        self, requests: list[pb_utils.InferenceRequest]
-    ) -> list[pb_utils.InferenceResponse]:
-        with self._executing:
-            self._parallel = 1 if self._executing.every_other_busy() else self._streams
-            return super().execute(requests)
-
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
-        return groups_by_tokens(lengths, self._tokens_per_run, self._parallel)
+        return groups_by_tokens(lengths, self._tokens_per_run, self._streams)
 
     def _run_groups(self, groups: Sequence[Tokens]) -> list[Embeddings]:
         results: list[Embeddings | None] = [None] * len(groups)
@@ -76,8 +63,6 @@ class TritonPythonModel(GroupedEmbedder):
                 self._queue.start_async(
                     {"input_ids": input_ids, "attention_mask": attention_mask}, userdata=index
                 )
-                if self._parallel == 1:
-                    self._queue.wait_all()
         finally:
             # Groups already started must finish before the next call reuses
             # the queue.
