@@ -130,10 +130,10 @@ def test_auto_serves_the_recorded_precision(client: grpcclient.InferenceServerCl
         np.testing.assert_array_equal(f32, auto)
 
 
-def test_requests_that_keep_every_instance_busy_embed_as_alone(server: RunningServer) -> None:
-    """Alone, a request's rows are split across its instance's streams; while
-    every other instance executes, they run as one group after another
-    (model_common.busy). Either way each row gets its own embedding."""
+def test_concurrent_requests_embed_as_alone(server: RunningServer) -> None:
+    """A request's rows are split across its instance's streams, and
+    concurrent requests merged into one execute: each row gets the
+    embedding it gets alone."""
     batches = [texts("short", 24)[start : start + 3] for start in range(0, 24, 3)]
     with grpcclient.InferenceServerClient(server.grpc_url) as alone:
         expected = [_embed(alone, "embedder_f32", batch) for batch in batches]
