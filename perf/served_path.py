@@ -25,7 +25,7 @@ own.
     .venv/bin/python -m perf.served_path [--results perf/results/debian12-2core]
 
 Writes served_path.md into the results folder and perf_analyzer's CSVs into
-its served_path/ subfolder. Takes about 20 minutes on 2 cores; nothing else
+its served_path/ subfolder. Takes about 10 minutes on 2 cores; nothing else
 should run meanwhile.
 """
 

@@ -40,15 +40,15 @@ command -v go >/dev/null || {
 
 log "building jaeger $VERSION with $(go version | cut -d' ' -f3) (a few minutes)"
 mkdir -p "$BIN"
-# Beside the binary: the move below is then a rename, never a partial copy.
+# Built beside the final path and moved there: the move is a rename, so an
+# interrupted build never leaves a half-written jaeger that the check above
+# would take.
 work=$(mktemp -d "$BIN/../jaeger-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 (
   cd "$work"
   go mod init jaeger-build
   go get -tool "$MODULE/cmd/jaeger@$VERSION"
-  # Built beside the final path and moved there: an interrupted build never
-  # leaves a half-written jaeger that the check above would take.
   GOBIN=$work/bin GOFLAGS=-buildvcs=false go install -trimpath -ldflags="-s -w" tool
 )
 mv "$work/bin/jaeger" "$JAEGER"

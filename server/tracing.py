@@ -35,12 +35,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 # Of the requests without a context: one in 100 keeps a steady sample of
-# traces from every client at a cost lost in the noise, where tracing every
-# request cost 1 ms of a 6.4 ms median (4 short texts over HTTP, 2 cores,
-# 2026-11-27), and keeps the collector's load (8 spans per ensemble request,
-# queued and exported in batches off the request path; spans past the
-# queue's 2048 are dropped) small at any request rate. A caller who wants a
-# given request traced sends a traceparent, traced at any ratio.
+# traces from every client at a cost lost in the noise
+# (perf/results/debian12-2core/tracing_overhead.md), keeps the collector's
+# load (8 spans per ensemble request, exported in batches off the request
+# path) small, and stays far below the traced rates at which Triton 2.51
+# crashes (docs/operations.md, "Traces"). A caller who wants a given
+# request traced sends a traceparent, traced at any ratio.
 DEFAULT_SAMPLING = 0.01
 DEFAULT_SERVICE_NAME = "triton-embeddings"
 # Where an OTLP/HTTP collector takes traces, below its base address (the
