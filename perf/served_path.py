@@ -18,14 +18,14 @@ priority level:
 - for the shipped setup, the same level over HTTP/JSON.
 The setups are the shipped repository and, for each change to the path, the
 shipped one without it, all served at once and measured in turns; the
-engine's in-process rate is taken before and after them, the higher kept. One reading of the embedder's backlog from Triton's
-metrics, the tokenizer's door before its shared counts, is also timed on its
-own.
+engine's in-process rate is taken before and after them, the higher kept.
+One reading of the embedder's backlog from Triton's metrics, the tokenizer's
+door before its shared counts, is also timed on its own.
 
     .venv/bin/python -m perf.served_path [--results perf/results/debian12-2core]
 
 Writes served_path.md into the results folder and perf_analyzer's CSVs into
-its served_path/ subfolder. Takes about 10 minutes on 2 cores; nothing else
+its served_path/ subfolder. Takes about 14 minutes on 2 cores; nothing else
 should run meanwhile.
 """
 
@@ -41,7 +41,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_common.admission import read_pending
+from model_common.admission import BacklogLimit, read_pending
+from tritonclient.grpc import model_config_pb2
 
 from harness.priority import BULK
 from harness.processor import this_processor
@@ -75,6 +76,9 @@ CEILING_TARGET = 1.6
 VARIANTS = REPO_ROOT / "perf" / "served_path_variants"
 STAGES = ("tokenizer", "embedder", "serializer")
 GAUGE_READINGS = 300
+TOKENIZING_REPEATS = 50
+# The door's bound in requests before tokens set it.
+REQUESTS_BEFORE = 8
 
 
 @dataclass(frozen=True)
@@ -84,14 +88,23 @@ class Setup:
     repository: Callable[[Path], Path] | None
 
 
-def _without(model: str, variant: str) -> Callable[[Path], Path]:
-    """The shipped repository with `model`'s code replaced by `variant`."""
+def _door_by_requests(config: model_config_pb2.ModelConfig) -> None:
+    """The tokenizer's door as it was bounded before tokens set it: a count
+    of requests waiting in the embedder, whatever their length."""
+    config.parameters["max_embedder_backlog"].string_value = str(REQUESTS_BEFORE)
+    config.parameters["max_embedder_backlog_tokens"].string_value = str(10**9)
+
+
+def _variant(tokenizer_code: str | None) -> Callable[[Path], Path]:
+    """The shipped repository with the door bounded by requests, and the
+    tokenizer's code replaced by `tokenizer_code` if given."""
 
     def build(workdir: Path) -> Path:
-        target = repository_variant(workdir / "repository", {})
-        code = target / model / "1" / "model.py"
-        code.unlink()
-        code.symlink_to(VARIANTS / variant)
+        target = repository_variant(workdir / "repository", {"tokenizer": _door_by_requests})
+        if tokenizer_code:
+            code = target / "tokenizer" / "1" / "model.py"
+            code.unlink()
+            code.symlink_to(VARIANTS / tokenizer_code)
         return target
 
     return build
@@ -99,10 +112,14 @@ def _without(model: str, variant: str) -> Callable[[Path], Path]:
 
 SETUPS = (
     Setup(
-        "without shared counts: the door reads Triton's metrics at every execute",
-        _without("tokenizer", "tokenizer_reads_every_execute.py"),
+        "reads: the door reads Triton's metrics at every execute, 8 requests",
+        _variant("tokenizer_reads_every_execute.py"),
     ),
-    Setup("shipped: the door reads shared counts, the metrics when near the limit", None),
+    Setup("counts: the door reads shared counts, 8 requests", _variant(None)),
+    Setup(
+        "shipped: the door reads shared counts, a bound in tokens (max_embedder_backlog_tokens)",
+        None,
+    ),
 )
 
 
@@ -208,9 +225,13 @@ def measure(servers: dict[str, RunningServer], load: Workload, results: Path) ->
     return served
 
 
+def tokenizer_config() -> model_config_pb2.ModelConfig:
+    return read_config(SHARED_REPOSITORY / "tokenizer" / "config.pbtxt")
+
+
 def interactive_queue_size() -> int:
     """The tokenizer's queue bound at the interactive (default) level."""
-    config = read_config(SHARED_REPOSITORY / "tokenizer" / "config.pbtxt")
+    config = tokenizer_config()
     return config.dynamic_batching.priority_queue_policy[
         config.dynamic_batching.default_priority_level
     ].max_queue_size
@@ -232,6 +253,17 @@ def time_gauge_reading(server: RunningServer) -> GaugeReading:
         1e6 * (time.perf_counter() - wall) / GAUGE_READINGS,
         1e6 * (time.process_time() - cpu) / GAUGE_READINGS,
     )
+
+
+def tokenizing_us(load: Workload) -> float:
+    """CPU µs per request of the tokenizer stage's own work, in this
+    process: encoding the request's texts and padding them."""
+    tokenizer = serving_tokenizer()
+    tokenize(tokenizer, load.requests)
+    started = time.process_time()
+    for _ in range(TOKENIZING_REPEATS):
+        tokenize(tokenizer, load.requests)
+    return 1e6 * (time.process_time() - started) / TOKENIZING_REPEATS / len(load.requests)
 
 
 def _stage_us(stages: StageTimes) -> str:
@@ -277,6 +309,7 @@ def render(
     in_proc: dict[str, InProcess],
     served: Sequence[Served],
     gauge: GaugeReading,
+    tokenizing: dict[str, float],
     ceiling: InProcess,
     in_proc_runs: tuple[dict[str, InProcess], dict[str, InProcess]],
 ) -> str:
@@ -374,7 +407,10 @@ def render(
             f"- {row.load.name}: {ratio:.2f}, {verdict}, best at c={row.best.load:.0f} "
             f"with {busy:.2f} of {available_cores()} cores busy. Per request the engine takes "
             f"{engine_us:.0f} µs of CPU in-process; the served path adds {parts} (µs). At "
-            f"{TARGET_RATIO} the path may add {engine_us * (1 / TARGET_RATIO - 1):.0f}."
+            f"{TARGET_RATIO} the path may add {engine_us * (1 / TARGET_RATIO - 1):.0f}. Of the "
+            f"tokenizer stub's {cpu['tokenizer stub']:.0f}, encoding and padding the texts "
+            f"take {tokenizing[row.load.name]:.0f} in-process; the rest is the Python "
+            "backend's exchange with tritonserver and the stage's Python per request."
         )
     lines += [
         "",
@@ -386,6 +422,18 @@ def render(
         "every execute; now one when its estimate nears the limit or is older than "
         "model_common.admission.READING_MAX_AGE_S.",
     ]
+    parameters = tokenizer_config().parameters
+    for load in {row.load.name: row.load for row in served}.values():
+        limit = BacklogLimit(
+            tokens=int(parameters["max_embedder_backlog_tokens"].string_value),
+            requests=int(parameters["max_embedder_backlog"].string_value),
+        )
+        limit.released(1, round(load.mean_tokens * load.texts_per_request))
+        lines.append(
+            f"- {load.name}: the shipped door holds new requests while {limit.value()} wait in "
+            f"the embedder ({load.mean_tokens * load.texts_per_request:.0f} tokens each); "
+            f"before, {REQUESTS_BEFORE}."
+        )
     for row in served:
         if row.http_texts_per_s is not None:
             grpc_rate = row.best.infer_per_sec
@@ -432,7 +480,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     write_report(
         args.results / "served_path.md",
-        render(engine_name, in_proc, served, gauge, ceiling, (first, last)),
+        render(
+            engine_name,
+            in_proc,
+            served,
+            gauge,
+            {load.name: tokenizing_us(load) for load in loads},
+            ceiling,
+            (first, last),
+        ),
     )
 
 

@@ -14,12 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from model_common.admission import BacklogGate
+from model_common.admission import MEAN_WEIGHT, BacklogGate, BacklogLimit
 from model_common.backlog import BACKLOG_DIR_VARIABLE, RELEASED, STARTED, Backlog
 
 from server import launch
 
 LIMIT = 8
+TOKENS = 6400
 
 
 class Metrics:
@@ -96,9 +97,62 @@ def test_the_launcher_names_what_the_stages_read() -> None:
     assert launch.BACKLOG_DIR_VARIABLE == BACKLOG_DIR_VARIABLE
 
 
-def _gate(metrics: Metrics) -> tuple[BacklogGate, Backlog]:
+def _gate(metrics: Metrics, limit: BacklogLimit | None = None) -> tuple[BacklogGate, Backlog]:
     backlog = Backlog("embedder")
-    return BacklogGate(metrics.url, "embedder", LIMIT, backlog, poll_s=0.001), backlog
+    limit = limit or BacklogLimit(tokens=TOKENS, requests=LIMIT)
+    return BacklogGate(metrics.url, "embedder", limit, backlog, poll_s=0.001), backlog
+
+
+def test_before_any_release_the_limit_is_the_request_bound() -> None:
+    assert BacklogLimit(tokens=TOKENS, requests=LIMIT).value() == LIMIT
+
+
+@pytest.mark.parametrize(
+    ("tokens_per_request", "expected"),
+    [
+        (50, LIMIT),  # one short text: the token budget would allow 128
+        (TOKENS // 3, 3),  # long texts: fewer requests wait
+        (TOKENS * 4, 1),  # one request over the budget still goes alone
+    ],
+)
+def test_the_limit_holds_the_token_budget(tokens_per_request: int, expected: int) -> None:
+    limit = BacklogLimit(tokens=TOKENS, requests=LIMIT)
+    limit.released(4, 4 * tokens_per_request)
+    assert limit.value() == expected
+
+
+def test_an_execute_that_releases_nothing_leaves_the_limit() -> None:
+    limit = BacklogLimit(tokens=TOKENS, requests=LIMIT)
+    limit.released(2, 2 * TOKENS // 2)
+    limit.released(0, 0)
+    assert limit.value() == 2
+
+
+def test_the_limit_follows_a_change_of_traffic_within_a_few_executes() -> None:
+    limit = BacklogLimit(tokens=TOKENS, requests=1000)
+    limit.released(1, 100)
+    assert limit.value() == TOKENS // 100
+    executes = 0
+    while limit.value() > TOKENS // 1000 + 1:
+        limit.released(1, 1000)
+        executes += 1
+    # Each execute moves the mean MEAN_WEIGHT of the way to the new traffic.
+    assert executes <= round(4 / MEAN_WEIGHT)
+    assert limit.value() <= TOKENS // 1000 + 1
+
+
+def test_requests_of_long_texts_hold_the_door_sooner(backlog_dir: Path, metrics: Metrics) -> None:
+    """Three requests waiting hold the door when each carries a third of
+    the budget, and not when each is short."""
+    long, _ = _gate(metrics)
+    long.limit.released(1, TOKENS // 3)
+    short, _ = _gate(metrics, BacklogLimit(tokens=TOKENS, requests=LIMIT))
+    short.limit.released(1, 50)
+    metrics.pending = 3
+    assert short.wait() < 0.04
+    timer = threading.Timer(0.05, lambda: setattr(metrics, "pending", 2))
+    timer.start()
+    assert long.wait() >= 0.04
 
 
 def test_the_gauge_is_read_only_when_the_estimate_nears_the_limit(

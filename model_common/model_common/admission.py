@@ -17,6 +17,13 @@ every execute: between readings the backlog is the last reading moved by the
 stages' shared counts (model_common.backlog), and the gauge is read again
 when that estimate reaches the limit or the reading is older than
 READING_MAX_AGE_S.
+
+The limit is counted in requests but set by tokens (BacklogLimit): the
+embedder's time is about proportional to the real tokens it runs, whatever
+the text length (perf/results/debian12-2core/served_path.md), so a fixed
+count of requests would hold back one-text requests (too few rows waiting
+to fill an execute) while letting requests of long texts wait past their
+deadline in the embedder's queue.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ METRICS_TIMEOUT_S = 1.0
 # to the embedder (`embed_tokens`) pass no tokenizer count, so for at most
 # this long the estimate can miss them.
 READING_MAX_AGE_S = 0.1
+# The weight of each execute's released requests in the mean tokens per
+# request: a change of traffic moves the limit within a few executes.
+MEAN_WEIGHT = 0.25
 
 
 def pending_requests(metrics_text: str, model: str) -> int:
@@ -54,12 +64,36 @@ def read_pending(metrics_url: str, model: str) -> int:
 
 
 @dataclass
+class BacklogLimit:
+    """The requests the embedder may have waiting: as many as hold `tokens`
+    real tokens at the mean of the requests released lately, at least one,
+    at most `requests` (under the embedder queue's bound). Before any
+    release, `requests`."""
+
+    tokens: int
+    requests: int
+    _mean: float | None = field(default=None, init=False)
+
+    def released(self, requests: int, tokens: int) -> None:
+        """Counts `requests` released to the embedder with `tokens` in all."""
+        if requests == 0:
+            return
+        mean = tokens / requests
+        self._mean = mean if self._mean is None else self._mean + MEAN_WEIGHT * (mean - self._mean)
+
+    def value(self) -> int:
+        if self._mean is None:
+            return self.requests
+        return max(1, min(self.requests, int(self.tokens / self._mean)))
+
+
+@dataclass
 class BacklogGate:
-    """Waits while `model` has `limit` or more requests queued."""
+    """Waits while `model` has its `limit` of requests queued or more."""
 
     metrics_url: str
     model: str
-    limit: int
+    limit: BacklogLimit
     backlog: Backlog
     poll_s: float = 0.005
     max_age_s: float = READING_MAX_AGE_S
@@ -81,8 +115,9 @@ class BacklogGate:
     def wait(self) -> float:
         """Returns once the backlog is under the limit; the seconds waited."""
         started = time.monotonic()
-        if self.estimate() < self.limit and started - self._read_at < self.max_age_s:
+        limit = self.limit.value()
+        if self.estimate() < limit and started - self._read_at < self.max_age_s:
             return 0.0
-        while self._read() >= self.limit:
+        while self._read() >= limit:
             time.sleep(self.poll_s)
         return time.monotonic() - started

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from model_common.admission import METRICS_URL_VARIABLE, BacklogGate
+from model_common.admission import METRICS_URL_VARIABLE, BacklogGate, BacklogLimit
 from model_common.backlog import RELEASED, Backlog, Count, started_count
 from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
@@ -75,9 +75,11 @@ class AdmissionDoor:
         fed = parameters["embedder_model"]["string_value"]
         backlog = Backlog(fed)
         self._released = backlog.own(RELEASED, args["model_instance_name"])
-        self._gate = BacklogGate(
-            metrics_url, fed, int(parameters["max_embedder_backlog"]["string_value"]), backlog
+        self._limit = BacklogLimit(
+            tokens=int(parameters["max_embedder_backlog_tokens"]["string_value"]),
+            requests=int(parameters["max_embedder_backlog"]["string_value"]),
         )
+        self._gate = BacklogGate(metrics_url, fed, self._limit, backlog)
 
     def admit(self) -> None:
         """Holds this execute until the fed stage has room. Unreadable
@@ -88,8 +90,17 @@ class AdmissionDoor:
             pb_utils.Logger.log_warn(f"admission: cannot read the embedder's backlog ({error})")
 
     def released(self, responses: Sequence[pb_utils.InferenceResponse]) -> None:
-        """Counts the responses that go on to the fed stage's queue."""
-        self._released.add(sum(not response.has_error() for response in responses))
+        """Counts the responses that go on to the fed stage's queue, and
+        their real tokens (their ATTENTION_MASK's ones)."""
+        answered = [response for response in responses if not response.has_error()]
+        tokens = sum(
+            int(tensor.as_numpy().sum())
+            for response in answered
+            for tensor in response.output_tensors()
+            if tensor.name() == "ATTENTION_MASK"
+        )
+        self._released.add(len(answered))
+        self._limit.released(len(answered), tokens)
 
 
 def option_check(request: pb_utils.InferenceRequest, embedding_dim: int) -> str | None:
