@@ -34,6 +34,8 @@ from embedding_client.gateway.logs import JsonFormatter, failure_fields
 from embedding_client.gateway.protocol import MAX_INPUTS, TokenLimits, parse_embeddings_request
 from embedding_client.gateway.server import parse_settings
 from embedding_client.gateway.service import INLINE_TOKENIZE_CHARS
+from embedding_client.gateway.trace_context import read_trace_context
+from embedding_client.gateway.tracing import REQUEST_TRACE, RequestTrace
 from embedding_client.options import EmbedOptions
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS
 from tritonclient.utils import InferenceServerException
@@ -681,6 +683,8 @@ def test_an_unexpected_failure_logs_the_request_and_its_trace_id() -> None:
     """The 500 line (app.py's _openai_errors) in JSON: the request's method,
     path and the caller's trace id beside the traceback."""
     request = make_mocked_request("POST", "/v1/embeddings", headers={"traceparent": TRACEPARENT})
+    # As app.py's middleware sets it, the gateway's spans off.
+    request[REQUEST_TRACE] = RequestTrace(read_trace_context(request.headers))
     try:
         raise RuntimeError("a bug")
     except RuntimeError:

@@ -38,6 +38,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from embedding_client.gateway.server import parse_settings as parse_gateway_settings
+from embedding_client.gateway.tracing import TraceSettings
 
 from harness.compose import tenants_compose_file
 from harness.edge import tenant_toml
@@ -61,7 +63,7 @@ from server.launch import (
     edge_command,
     internal_endpoints,
 )
-from server.paths import REPO_ROOT
+from server.paths import REPO_ROOT, TOKENIZER_JSON
 from server.tracing import (
     ENDPOINT_VARIABLE,
     SAMPLING_VARIABLE,
@@ -85,6 +87,7 @@ TRITON_READY = "/v2/health/ready"
 TRITON_LIVE = "/v2/health/live"
 GATEWAY_APP = REPO_ROOT / "clients" / "embedding_client" / "gateway" / "app.py"
 TRITON_DEPLOYMENT = "templates/triton-deployment.yaml"
+GATEWAY_TEMPLATE = "templates/gateway.yaml"
 # What the launcher may take to stop after SIGTERM: the watchdog, the drain
 # (with tenants, the edge's within it, and Envoy's own stop), then
 # tritonserver's own exit timeout.
@@ -131,6 +134,8 @@ VARIANTS = {
             "balancer": {"endpoints": FIXED_ENDPOINTS},
             "adminKey": {"existingSecret": "ops-admin-key"},
             "gateway": {"apiKeySecret": {"name": "ops-gateway-key"}},
+            # Beside the gateway's key: its env holds both.
+            "tracing": {"otlpEndpoint": "http://otel-collector.monitoring.svc:4318"},
         },
         external_secrets=frozenset({"ops-admin-key", "ops-gateway-key"}),
     ),
@@ -444,29 +449,37 @@ def test_admin_key_comes_from_a_secret_only(rendered: Rendered) -> None:
         assert re.fullmatch(r"[A-Za-z0-9]{64}", base64.b64decode(key).decode())
 
 
-def _tracing_environment(values: dict[str, Any] | None) -> dict[str, str]:
-    (deployment,) = render_chart(
-        values, release=RELEASE, namespace=NAMESPACE, show_only=[TRITON_DEPLOYMENT]
-    )
+def _tracing_environment(
+    values: dict[str, Any] | None, template: str = TRITON_DEPLOYMENT
+) -> dict[str, str]:
+    """The trace variables of the container of `template`'s Deployment."""
+    documents = render_chart(values, release=RELEASE, namespace=NAMESPACE, show_only=[template])
+    (deployment,) = [document for document in documents if document["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return {
         variable["name"]: variable["value"]
-        for variable in container["env"]
+        for variable in container.get("env", [])
         if variable["name"] in (ENDPOINT_VARIABLE, SAMPLING_VARIABLE)
     }
 
 
-def test_tracing_values_set_the_launchers_environment() -> None:
-    """tracing.otlpEndpoint and tracing.sampling reach the launcher as the
-    variables its parser takes for --otlp-endpoint and --trace-sampling;
-    by default neither is set, so the pods send no traces."""
-    assert _tracing_environment(None) == {}
+def test_tracing_values_set_the_launchers_and_the_gateways_environment() -> None:
+    """tracing.otlpEndpoint and tracing.sampling reach the launcher and the
+    gateway as the variables their parsers take for --otlp-endpoint and
+    --trace-sampling; by default neither is set, so the pods send no traces."""
+    assert _tracing_environment(None) == _tracing_environment(None, GATEWAY_TEMPLATE) == {}
     endpoint = "http://otel-collector.monitoring.svc:4318"
-    environment = _tracing_environment({"tracing": {"otlpEndpoint": endpoint, "sampling": 0.25}})
+    values = {"tracing": {"otlpEndpoint": endpoint, "sampling": 0.25}}
+    environment = _tracing_environment(values)
     assert environment == {ENDPOINT_VARIABLE: endpoint, SAMPLING_VARIABLE: "0.25"}
+    assert _tracing_environment(values, GATEWAY_TEMPLATE) == environment
     with mock.patch.dict(os.environ, environment):
         tracing = tracing_from_arguments(argument_parser().parse_args([]))
+        gateway_settings, _, _ = parse_gateway_settings(
+            ["--triton-url=balancer:8001", f"--model=embed={TOKENIZER_JSON}"]
+        )
     assert tracing == Tracing(endpoint, 0.25)
+    assert gateway_settings.tracing == TraceSettings(endpoint, 0.25)
     # 0 (only requests with a traceparent) is a value, not "unset".
     only_traceparent = {"tracing": {"otlpEndpoint": endpoint, "sampling": 0}}
     assert _tracing_environment(only_traceparent)[SAMPLING_VARIABLE] == "0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,16 +14,28 @@ from aiohttp import web
 
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.gateway.errors import ApiError
-from embedding_client.gateway.logs import failure_fields
+from embedding_client.gateway.logs import HEALTH_PREFIX, failure_fields
+from embedding_client.gateway.otlp import SpanExporter
 from embedding_client.gateway.rerank_protocol import Api, error_body
-from embedding_client.gateway.service import Caller, EmbeddingsService, ServedModel
+from embedding_client.gateway.service import Body, Caller, EmbeddingsService, ServedModel
 from embedding_client.gateway.trace_context import TRACE_ID_HEADER, read_trace_context
+from embedding_client.gateway.tracing import (
+    METHOD_ATTRIBUTE,
+    PATH_ATTRIBUTE,
+    REQUEST_TRACE,
+    ROUTE_ATTRIBUTE,
+    SERVICE_NAME,
+    RequestTrace,
+    Tracer,
+    TraceSettings,
+)
 from embedding_client.tokenization import ClientTokenizer
 
 # OpenAI accepts up to 2048 inputs of 8192 tokens each; this bounds the body.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 JSON = "application/json"
 SERVICE = web.AppKey("service", EmbeddingsService)
+TRACER = web.AppKey("tracer", Tracer)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 logger = logging.getLogger(__name__)
@@ -51,10 +64,13 @@ class GatewaySettings:
     # tokenizer here.
     rerankers: tuple[str, ...] = ()
     sparse: tuple[str, ...] = ()
+    # The gateway's own spans (tracing.py); None: none.
+    tracing: TraceSettings | None = None
 
 
 def create_app(settings: GatewaySettings) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_trace_id, _openai_errors])
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_traced, _openai_errors])
+    app.cleanup_ctx.append(partial(_tracer, settings.tracing))
     app.cleanup_ctx.append(partial(_service, settings))
     app.add_routes(
         [
@@ -73,6 +89,20 @@ def create_app(settings: GatewaySettings) -> web.Application:
         ]
     )
     return app
+
+
+async def _tracer(tracing: TraceSettings | None, app: web.Application) -> AsyncIterator[None]:
+    """The exporter's thread lives as long as the app; cleaned up after
+    _service, once the requests in flight have ended."""
+    if tracing is None:
+        app[TRACER] = Tracer(None)
+        yield
+        return
+    exporter = SpanExporter(tracing.url, SERVICE_NAME)
+    app[TRACER] = Tracer(exporter.submit, tracing.ratio)
+    yield
+    # The flush blocks for up to its bound: off the event loop.
+    await asyncio.to_thread(exporter.close)
 
 
 async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIterator[None]:
@@ -106,14 +136,43 @@ def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None)
     return web.Response(body=body, status=status, content_type=JSON, headers=headers)
 
 
+def _start_trace(request: web.Request) -> RequestTrace:
+    """The request's trace, its route span named as OpenTelemetry's HTTP
+    conventions name it (METHOD ROUTE). Health probes, every few seconds
+    from each kubelet and balancer, are not traced."""
+    caller = read_trace_context(request.headers)
+    if request.path.startswith(HEALTH_PREFIX):
+        return RequestTrace(caller)
+    attributes: dict[str, str | int] = {
+        METHOD_ATTRIBUTE: request.method,
+        PATH_ATTRIBUTE: request.path,
+    }
+    name = request.method
+    # None where no route matched (a 404).
+    resource = request.match_info.route.resource
+    if resource is not None:
+        attributes[ROUTE_ATTRIBUTE] = resource.canonical
+        name = f"{request.method} {resource.canonical}"
+    return request.app[TRACER].start(caller, name, attributes)
+
+
 @web.middleware
-async def _trace_id(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A request that carries a trace context is answered with its trace id,
-    under which Triton's spans for it are found (errors included)."""
-    response = await handler(request)
-    context = read_trace_context(request.headers)
-    if context is not None:
-        response.headers[TRACE_ID_HEADER] = context.trace_id
+async def _traced(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Each request's trace, which its handler's spans and log lines use; a
+    traced request, or one that carries a context, is answered with its
+    trace id, under which its spans are found (errors included)."""
+    trace = _start_trace(request)
+    request[REQUEST_TRACE] = trace
+    try:
+        response = await handler(request)
+    except BaseException as error:
+        # _openai_errors answers every error: what comes here went unanswered
+        # (a cancelled request).
+        trace.abandoned(error)
+        raise
+    trace.answered(response.status)
+    if trace.trace_id is not None:
+        response.headers[TRACE_ID_HEADER] = trace.trace_id
     return response
 
 
@@ -142,7 +201,7 @@ async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamRe
 
 
 def _caller(request: web.Request) -> Caller:
-    return Caller(request.headers.get("Authorization"), read_trace_context(request.headers))
+    return Caller(request.headers.get("Authorization"), request[REQUEST_TRACE])
 
 
 def _authorized(request: web.Request) -> EmbeddingsService:
@@ -155,22 +214,20 @@ async def _rerank(api: Api, version: str, request: web.Request) -> web.Response:
     """Cohere's or TEI's rerank, its errors in its own shape."""
     try:
         service = _authorized(request)
-        body = await request.read()
-        answer = await service.rerank(body, api, version, _caller(request))
+        answer = await service.rerank(request.read, api, version, _caller(request))
     except ApiError as error:
         return _json(error_body(error, api), error.status, error.headers)
     return _json(answer)
 
 
 async def _tei(
-    route: Callable[[EmbeddingsService, bytes, Caller], Awaitable[bytes]],
+    route: Callable[[EmbeddingsService, Body, Caller], Awaitable[bytes]],
     request: web.Request,
 ) -> web.Response:
     """One of TEI's embedding routes, its errors in TEI's shape."""
     try:
         service = _authorized(request)
-        body = await request.read()
-        answer = await route(service, body, _caller(request))
+        answer = await route(service, request.read, _caller(request))
     except ApiError as error:
         return _json(error_body(error, "tei"), error.status, error.headers)
     return _json(answer)
@@ -178,8 +235,7 @@ async def _tei(
 
 async def _create_embeddings(request: web.Request) -> web.Response:
     service = _authorized(request)
-    body = await request.read()
-    return _json(await service.create_embeddings(body, _caller(request)))
+    return _json(await service.create_embeddings(request.read, _caller(request)))
 
 
 async def _list_models(request: web.Request) -> web.Response:

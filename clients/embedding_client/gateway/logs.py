@@ -5,9 +5,10 @@ the lines it has always written (`TIME LEVEL message`, no access lines).
 A JSON line holds `time` (ISO 8601, UTC, milliseconds), `level`, `logger`
 and `message`. A line about a request (each request's access line, an
 unexpected failure) adds `method`, `path`, `status`, `duration_ms` (access
-lines) and, where the caller sent a valid W3C traceparent, `trace_id`: the
-x-trace-id it was answered with, under which Triton's spans for the request
-are found (trace_context.py).
+lines) and, where the request has a trace (the caller's, or one the gateway
+started: tracing.py), `trace_id`: the x-trace-id it was answered with,
+under which its spans are found. The span exporter's drop reports add
+`dropped_spans` (otlp.py).
 
 The service's launcher (server/logs.py) writes the same fields; the two
 cannot share a module: the gateway is installed without server/, and the
@@ -23,15 +24,17 @@ from datetime import UTC, datetime
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest, Request, StreamResponse
 
-from embedding_client.gateway.trace_context import read_trace_context
+from embedding_client.gateway.otlp import DROPPED_FIELD
+from embedding_client.gateway.tracing import REQUEST_TRACE
 
 FORMATS = ("json", "text")
 DEFAULT_FORMAT = "json"
 ACCESS_LOGGER = "embedding_client.gateway.access"
 # What the gateway logged before JSON; kept exactly for --log-format text.
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
-# The attributes a request's line carries (logging's `extra`), in this order.
-REQUEST_FIELDS = ("trace_id", "method", "path", "status", "duration_ms")
+# The attributes a line may carry (logging's `extra`), in this order: a
+# request's, then a drop report's count.
+FIELDS = ("trace_id", "method", "path", "status", "duration_ms", DROPPED_FIELD)
 HEALTH_PREFIX = "/health/"
 
 
@@ -45,7 +48,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for name in REQUEST_FIELDS:
+        for name in FIELDS:
             value = getattr(record, name, None)
             if value is not None:
                 entry[name] = value
@@ -66,9 +69,11 @@ def configure_logging(log_format: str) -> None:
 def request_fields(request: BaseRequest) -> dict[str, object]:
     """A request's fields for logging's `extra`: its trace id, if any, its
     method and path (without the query, which may hold anything)."""
-    context = read_trace_context(request.headers)
+    # None on a request aiohttp answered itself (a malformed one), which
+    # never reached the app.
+    trace = request.get(REQUEST_TRACE)
     return {
-        "trace_id": context.trace_id if context is not None else None,
+        "trace_id": trace.trace_id if trace is not None else None,
         "method": request.method,
         "path": request.path,
     }

@@ -14,7 +14,8 @@ sparse encoders at /embed_sparse (TEI's). --catalog serves every model of
 the catalog the server runs, by each of its names. With EMBEDDING_GATEWAY_API_KEY set, every request but the health
 checks needs `Authorization: Bearer <that key>`. It logs one JSON object a
 line, an access line per request among them, unless --log-format text
-asks for its human lines (logs.py).
+asks for its human lines (logs.py). With --otlp-endpoint it sends spans of
+its own to that OpenTelemetry collector (tracing.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from embedding_client.gateway.logs import (
     JsonAccessLogger,
     configure_logging,
 )
+from embedding_client.gateway.tracing import add_tracing_arguments, settings_from_arguments
 from embedding_client.tokenization import ClientTokenizer
 
 API_KEY_VARIABLE = "EMBEDDING_GATEWAY_API_KEY"
@@ -156,9 +158,10 @@ def argument_parser() -> argparse.ArgumentParser:
         choices=FORMATS,
         default=DEFAULT_FORMAT,
         help="json: one JSON object per line (time, level, logger, message), with an access "
-        "line per request (method, path, status, duration_ms, the caller's trace_id); text: "
+        "line per request (method, path, status, duration_ms, the request's trace_id); text: "
         "the human lines, no access lines (default: %(default)s)",
     )
+    add_tracing_arguments(parser)
     return parser
 
 
@@ -196,6 +199,7 @@ def settings_from(
         args.forward_api_key,
         tuple(args.rerankers),
         tuple(args.sparse),
+        settings_from_arguments(args),
     )
     return settings, args.host, args.port
 
@@ -216,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         f"models {names}, priority {settings.priority}, "
         f"auth {'forwarded' if settings.forward_api_key else 'on' if settings.api_key else 'off'}"
     )
+    if settings.tracing is not None:
+        started += f", {settings.tracing.describe()}"
     if args.log_format == "text":
         print(f"embedding-gateway: {started}", flush=True)
         # The text log has never had access lines.

@@ -1,11 +1,13 @@
 """The gateway's work, independent of the HTTP server: authorize, parse,
-tokenize, forward to Triton, render."""
+tokenize, forward to Triton, render; each step a span where the request is
+traced (tracing.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,23 +32,26 @@ from embedding_client.gateway.rerank_protocol import (
     render_tei,
 )
 from embedding_client.gateway.tei_protocol import parse_tei_request, render_dense, render_sparse
-from embedding_client.gateway.trace_context import TraceContext
+from embedding_client.gateway.tracing import UNTRACED, RequestTrace
+from embedding_client.plan import tokens_model_name
 from embedding_client.tokenization import ClientTokenizer
 
 OWNED_BY = "triton-embedding-service"
 # Tokenizing a large input on the event loop would stall every other
 # request; a small one costs less inline than a hop to a worker thread.
 INLINE_TOKENIZE_CHARS = 64 * 1024
+# Reads a request's body (aiohttp's Request.read): inside the parse span.
+Body = Callable[[], Awaitable[bytes]]
 
 
 @dataclass(frozen=True)
 class Caller:
-    """What a request passes on to Triton besides its body: the client's
-    Authorization header (where keys are forwarded) and its W3C trace
-    context."""
+    """What of a request goes on to Triton besides its body: the client's
+    Authorization header (where keys are forwarded) and, with the request's
+    trace, its trace context."""
 
     authorization: str | None = None
-    trace: TraceContext | None = None
+    trace: RequestTrace = UNTRACED
 
 
 NO_CALLER = Caller()
@@ -114,29 +119,36 @@ class EmbeddingsService:
         if not hmac.compare_digest(token.strip().encode(), self._api_key):
             raise ApiError(401, "Incorrect API key provided", code="invalid_api_key")
 
-    async def create_embeddings(self, body: bytes, caller: Caller = NO_CALLER) -> bytes:
+    async def create_embeddings(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """`caller`: what of the client's request goes on to Triton."""
-        request = parse_embeddings_request(body, self._limits, self._tasks)
+        with caller.trace.span("parse"):
+            request = parse_embeddings_request(await read(), self._limits, self._tasks)
         model = self._models[request.model]
-        client = self._for_caller(model.client, caller)
-        rows = request.token_rows or await self._tokenize(model.tokenizer, request.texts)
+        caller.trace.describe(model.name, len(request.texts) or len(request.token_rows))
+        rows = request.token_rows
+        if not rows:
+            with caller.trace.span("tokenize"):
+                rows = await self._tokenize(model.tokenizer, request.texts)
         try:
-            vectors = await self._embed(client, request, rows)
+            vectors = await self._embed(model, request, rows, caller)
         except EmbeddingError as error:
             raise from_embedding_error(error, model.name) from error
         prompt_tokens = sum(len(row) for row in rows)
         return render_embeddings(vectors, request.encoding_format, model.name, prompt_tokens)
 
-    async def rerank(
-        self, body: bytes, api: Api, version: str, caller: Caller = NO_CALLER
-    ) -> bytes:
+    async def rerank(self, read: Body, api: Api, version: str, caller: Caller = NO_CALLER) -> bytes:
         """A rerank request in `api`'s shape (Cohere's API `version`)."""
-        request = parse_rerank_request(body, api, list(self._rerankers), self._tasks)
-        client = self._for_caller(self._rerankers[request.model], caller)
+        with caller.trace.span("parse"):
+            request = parse_rerank_request(await read(), api, list(self._rerankers), self._tasks)
+        caller.trace.describe(request.model, len(request.documents))
         try:
-            ranked = await client.rerank(
-                request.query, request.documents, top_n=request.top_n, truncate=request.truncate
-            )
+            with self._calling(self._rerankers[request.model], caller, request.model) as client:
+                ranked = await client.rerank(
+                    request.query,
+                    request.documents,
+                    top_n=request.top_n,
+                    truncate=request.truncate,
+                )
         except EmbeddingError as error:
             raise from_embedding_error(error, request.model) from error
         return (
@@ -145,50 +157,62 @@ class EmbeddingsService:
             else render_tei(ranked, request)
         )
 
-    async def tei_embed(self, body: bytes, caller: Caller = NO_CALLER) -> bytes:
+    async def tei_embed(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed: texts to the model's text entry point."""
-        request = parse_tei_request(body, "embed", list(self._models), self._tasks)
-        client = self._for_caller(self._models[request.model].client, caller)
+        with caller.trace.span("parse"):
+            request = parse_tei_request(await read(), "embed", list(self._models), self._tasks)
+        caller.trace.describe(request.model, len(request.texts))
         try:
-            vectors = await client.embed(
-                request.texts,
-                normalize=request.normalize,
-                dimensions=request.dimensions,
-                **request.text_options,
-            )
+            with self._calling(self._models[request.model].client, caller, request.model) as client:
+                vectors = await client.embed(
+                    request.texts,
+                    normalize=request.normalize,
+                    dimensions=request.dimensions,
+                    **request.text_options,
+                )
         except EmbeddingError as error:
             raise from_embedding_error(error, request.model) from error
         return render_dense(vectors)
 
-    async def embed_sparse(self, body: bytes, caller: Caller = NO_CALLER) -> bytes:
+    async def embed_sparse(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed_sparse."""
-        request = parse_tei_request(body, "sparse", list(self._sparse), self._tasks)
-        client = self._for_caller(self._sparse[request.model], caller)
+        with caller.trace.span("parse"):
+            request = parse_tei_request(await read(), "sparse", list(self._sparse), self._tasks)
+        caller.trace.describe(request.model, len(request.texts))
         try:
-            rows = await client.embed_sparse(request.texts, **request.text_options)
+            with self._calling(self._sparse[request.model], caller, request.model) as client:
+                rows = await client.embed_sparse(request.texts, **request.text_options)
         except EmbeddingError as error:
             raise from_embedding_error(error, request.model) from error
         return render_sparse(rows)
 
-    def _for_caller(self, client: AsyncEmbeddingClient, caller: Caller) -> AsyncEmbeddingClient:
-        """The client, with the request's own key where keys are forwarded
-        and with its trace context where it has one."""
+    @contextmanager
+    def _calling(
+        self, client: AsyncEmbeddingClient, caller: Caller, model: str
+    ) -> Iterator[AsyncEmbeddingClient]:
+        """The client for one call to Triton's `model`, the call's span
+        around it: with the request's own key where keys are forwarded and
+        with the trace context the call passes on, if any."""
         if self._forward_api_key:
             scheme, _, token = (caller.authorization or "").partition(" ")
             client = client.with_api_key(token.strip() if scheme.lower() == "bearer" else None)
-        if caller.trace is not None:
-            client = client.with_trace_context(caller.trace.headers())
-        return client
+        with caller.trace.call(model) as context:
+            yield client.with_trace_context(context)
 
-    @staticmethod
     async def _embed(
-        client: AsyncEmbeddingClient, request: EmbeddingsRequest, rows: list[list[int]]
+        self,
+        model: ServedModel,
+        request: EmbeddingsRequest,
+        rows: list[list[int]],
+        caller: Caller,
     ) -> np.ndarray:
         if request.text_options:
-            return await client.embed(
-                request.texts, dimensions=request.dimensions, **request.text_options
-            )
-        return await client.embed_token_ids(rows, dimensions=request.dimensions)
+            with self._calling(model.client, caller, model.name) as client:
+                return await client.embed(
+                    request.texts, dimensions=request.dimensions, **request.text_options
+                )
+        with self._calling(model.client, caller, tokens_model_name(model.name)) as client:
+            return await client.embed_token_ids(rows, dimensions=request.dimensions)
 
     @staticmethod
     async def _tokenize(tokenizer: ClientTokenizer, texts: list[str]) -> list[list[int]]:

@@ -1,12 +1,11 @@
-"""A caller's W3C trace context (traceparent, tracestate), passed on to
-Triton with each request the gateway sends for it, so Triton's spans join
-the caller's trace; its trace id goes back in the answer's TRACE_ID_HEADER.
+"""A caller's W3C trace context (traceparent, tracestate), read from its
+request's headers. Without --otlp-endpoint the gateway passes it on to
+Triton unchanged with each request it sends for the caller, so Triton's
+spans join the caller's trace, and answers its trace id in TRACE_ID_HEADER;
+with it, the gateway's own spans sit between the two (tracing.py).
 
-The gateway makes no context of its own: Triton traces every request that
-carries a valid context, whatever its sampled flag (server/tracing.py), so
-a context made here for every request would trace them all and override
-the server's --trace-sampling. A traceparent the W3C grammar refuses is not
-passed on (Triton would ignore it).
+A traceparent the W3C grammar refuses is no context: it is not passed on
+(Triton would ignore it), and a traced request gets a new trace instead.
 """
 
 from __future__ import annotations
@@ -34,6 +33,11 @@ class TraceContext:
     @property
     def trace_id(self) -> str:
         return self.traceparent.split("-")[1]
+
+    @property
+    def span_id(self) -> str:
+        """The caller's span, parent of the gateway's route span."""
+        return self.traceparent.split("-")[2]
 
     def headers(self) -> dict[str, str]:
         """What Triton is sent: the caller's headers, unchanged."""

@@ -46,3 +46,18 @@ them on the metrics port + 1 (server/launch.py, EDGE_STATS_PORT_OFFSET). */}}
 {{- define "triton-embeddings.edgeStatsPort" -}}
 {{- add .Values.triton.ports.metrics 1 -}}
 {{- end -}}
+
+{{/* Traces (values.yaml, tracing): the variables that give the launcher's
+and the gateway's --otlp-endpoint and --trace-sampling their defaults, as
+docker-compose.yml sets them, one env entry a line; none where the value is
+empty or null (`kindIs`: a sampling of 0 is falsy in a template). */}}
+{{- define "triton-embeddings.tracingEnv" -}}
+{{- with .Values.tracing.otlpEndpoint }}
+- name: EMBEDDING_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.tracing.sampling) }}
+- name: EMBEDDING_TRACE_SAMPLING
+  value: {{ .Values.tracing.sampling | toString | quote }}
+{{- end }}
+{{- end -}}
