@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import grpc
@@ -305,9 +306,8 @@ def test_retries_wait_out_a_tenants_quota_at_the_edge(
                 for _ in range(calls):
                     client.embed(["a text"])
         assert refused.value.status in ("StatusCode.RESOURCE_EXHAUSTED", "429")
-        # The edge's Retry-After reaches a gRPC client in the refusal's trailers; tritonclient
-        # keeps no HTTP headers.
-        assert refused.value.retry_after_s == (1.0 if protocol == "grpc" else None)
+        # The edge's Retry-After, in the refusal's trailers over gRPC, its header over HTTP.
+        assert refused.value.retry_after_s == 1.0
         # The bucket refills whole.
         time.sleep(1.5)
         with EmbeddingClient(url, protocol, api_key="quoted-key", retry=PATIENT) as client:  # type: ignore[arg-type]
@@ -317,6 +317,162 @@ def test_retries_wait_out_a_tenants_quota_at_the_edge(
             elapsed = time.monotonic() - began
     # Answered whole, at about the quota's pace: the retries waited for the bucket.
     assert elapsed >= (calls - TENANT_RATE) / TENANT_RATE * 0.8, elapsed
+
+
+# A policy whose own backoff (at most 0.02 s over 3 sends) cannot outlast the edge's empty
+# bucket, which refills each second: its retries pass only where they wait the Retry-After.
+HASTY = RetryPolicy(
+    max_attempts=3,
+    initial_backoff_s=0.01,
+    max_backoff_s=0.02,
+    deadline_s=10.0,
+    budget_tokens=1000.0,
+    budget_ratio=1.0,
+)
+
+
+def _quota_over_http_sync(url: str) -> tuple[UnavailableError, list[float]]:
+    """The refusal past the tenant's quota without retries, then each call's seconds past it
+    with HASTY's."""
+    with EmbeddingClient(url, "http", api_key="quoted-key", retry=NO_RETRIES) as client:
+        with pytest.raises(UnavailableError) as refused:
+            for _ in range(3 * TENANT_RATE):
+                client.embed(["a text"])
+    durations = []
+    with EmbeddingClient(url, "http", api_key="quoted-key", retry=HASTY) as client:
+        for _ in range(2 * TENANT_RATE):
+            began = time.monotonic()
+            assert client.embed(["a text"]).shape == (1, 384)
+            durations.append(time.monotonic() - began)
+    return refused.value, durations
+
+
+async def _quota_over_http_async(url: str) -> tuple[UnavailableError, list[float]]:
+    """_quota_over_http_sync with the asyncio client."""
+    async with AsyncEmbeddingClient(url, "http", api_key="quoted-key", retry=NO_RETRIES) as client:
+        with pytest.raises(UnavailableError) as refused:
+            for _ in range(3 * TENANT_RATE):
+                await client.embed(["a text"])
+    durations = []
+    async with AsyncEmbeddingClient(url, "http", api_key="quoted-key", retry=HASTY) as client:
+        for _ in range(2 * TENANT_RATE):
+            began = time.monotonic()
+            assert (await client.embed(["a text"])).shape == (1, 384)
+            durations.append(time.monotonic() - began)
+    return refused.value, durations
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_http_clients_wait_what_the_edges_retry_after_asks(
+    triton_server: RunningServer, tmp_path: Path, flavor: str
+) -> None:
+    tenants = tmp_path / "tenants.toml"
+    tenants.write_text(tenant_toml("quoted", ["quoted-key"], ["embed"], rate=TENANT_RATE))
+    with running_edge(triton_server.endpoints, tenants, tmp_path / "edge") as edge:
+        if flavor == "sync":
+            refused, durations = _quota_over_http_sync(edge.http_url)
+        else:
+            refused, durations = asyncio.run(_quota_over_http_async(edge.http_url))
+    assert refused.status == "429" and refused.retry_after_s == 1.0, refused
+    # Twice the quota's calls, made as the bucket ran dry, find it empty at least once (a refill
+    # brings one quota a second): that call was refused, waited the second asked before its
+    # retry, and was answered then.
+    assert max(durations) >= 1.0, durations
+
+
+class _RefusingHandler(BaseHTTPRequestHandler):
+    """Triton's model config for any GET, where the server's `refuse_get` is off; a 503 with
+    the server's `retry_after` (None: no header) for the rest."""
+
+    server: _RefusingServer
+
+    def do_GET(self) -> None:
+        if self.server.refuse_get:
+            self._refuse()
+        else:
+            self._answer(200, {"name": "embed", "max_batch_size": 64})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._refuse()
+
+    def _refuse(self) -> None:
+        self._answer(503, {"error": "queue full"}, self.server.retry_after)
+
+    def _answer(self, status: int, body: dict[str, object], retry_after: str | None = None) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        """Quiet: the test reads what the clients make of the answers."""
+
+
+class _RefusingServer(ThreadingHTTPServer):
+    daemon_threads = True
+    retry_after: str | None = None
+    refuse_get = False
+
+
+@pytest.fixture
+def refusing_server() -> Iterator[_RefusingServer]:
+    server = _RefusingServer(("127.0.0.1", 0), _RefusingHandler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
+def _refusal(server: _RefusingServer, flavor: str) -> UnavailableError:
+    url = f"127.0.0.1:{server.server_address[1]}"
+
+    async def embed_async() -> None:
+        async with AsyncEmbeddingClient(url, "http", retry=NO_RETRIES) as client:
+            await client.embed(["a text"])
+
+    with pytest.raises(UnavailableError) as refused:
+        if flavor == "sync":
+            with EmbeddingClient(url, "http", retry=NO_RETRIES) as client:
+                client.embed(["a text"])
+        else:
+            asyncio.run(embed_async())
+    assert refused.value.status == "503" and "queue full" in refused.value.message
+    return refused.value
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+@pytest.mark.parametrize(
+    ("retry_after", "hint"),
+    [
+        ("2", 2.0),
+        ("0", 0.0),
+        ("abc", None),
+        ("-1", None),
+        ("1.5", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+        (None, None),
+    ],
+)
+def test_a_503s_retry_after_is_read_when_whole_seconds(
+    refusing_server: _RefusingServer, flavor: str, retry_after: str | None, hint: float | None
+) -> None:
+    refusing_server.retry_after = retry_after
+    assert _refusal(refusing_server, flavor).retry_after_s == hint
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio"])
+def test_a_refused_model_config_carries_its_retry_after_too(
+    refusing_server: _RefusingServer, flavor: str
+) -> None:
+    refusing_server.retry_after, refusing_server.refuse_get = "2", True
+    assert _refusal(refusing_server, flavor).retry_after_s == 2.0
 
 
 def _texts_request(count: int) -> service_pb2.ModelInferRequest:

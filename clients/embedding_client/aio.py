@@ -20,7 +20,7 @@ from embedding_client import transport
 from embedding_client.base import ClientBase
 from embedding_client.batching import Request
 from embedding_client.decode import assemble
-from embedding_client.errors import triton_errors
+from embedding_client.errors import RETRY_AFTER, note_http_answer, triton_errors
 from embedding_client.options import (
     EmbedKwargs,
     EmbedOptions,
@@ -102,9 +102,29 @@ class _AsyncGrpcTransport(_AsyncTransport):
             return await self._client.is_server_ready(client_timeout=self._timeout_s)
 
 
+class _HeededHttpClient(httpaio.InferenceServerClient):
+    """tritonclient's asyncio HTTP client, noting each answer's Retry-After
+    for the error it builds from that answer, in the same task
+    (errors.note_http_answer), as its errors keep no headers."""
+
+    async def _get(
+        self, request_uri: str, headers: Headers, query_params: Any
+    ) -> aiohttp.ClientResponse:
+        response = await super()._get(request_uri, headers, query_params)
+        note_http_answer(response.status, response.headers.get(RETRY_AFTER))
+        return response
+
+    async def _post(
+        self, request_uri: str, request_body: Any, headers: Headers, query_params: Any
+    ) -> aiohttp.ClientResponse:
+        response = await super()._post(request_uri, request_body, headers, query_params)
+        note_http_answer(response.status, response.headers.get(RETRY_AFTER))
+        return response
+
+
 class _AsyncHttpTransport(_AsyncTransport):
     def __init__(self, connection: Connection) -> None:
-        client = httpaio.InferenceServerClient(
+        client = _HeededHttpClient(
             connection.url, conn_limit=connection.max_in_flight, conn_timeout=connection.timeout_s
         )
         options = {"priority": connection.priority}

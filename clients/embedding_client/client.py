@@ -10,6 +10,8 @@ from functools import partial
 from types import TracebackType
 from typing import Any, Unpack
 
+import gevent
+import gevent.pool
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -17,7 +19,12 @@ import tritonclient.http as httpclient
 from embedding_client.base import ClientBase
 from embedding_client.batching import Request
 from embedding_client.decode import assemble
-from embedding_client.errors import triton_errors
+from embedding_client.errors import (
+    RETRY_AFTER,
+    EmbeddingError,
+    note_http_answer,
+    triton_errors,
+)
 from embedding_client.options import (
     EmbedKwargs,
     EmbedOptions,
@@ -93,17 +100,39 @@ class _GrpcTransport:
         self._client.close()
 
 
+class _HeededHttpClient(httpclient.InferenceServerClient):
+    """tritonclient's HTTP client, noting each answer's Retry-After for the
+    error it builds from that answer (errors.note_http_answer), as its
+    errors keep no headers."""
+
+    def _get(self, request_uri: str, headers: Headers, query_params: Any) -> Any:
+        response = super()._get(request_uri, headers, query_params)
+        note_http_answer(response.status_code, response.get(RETRY_AFTER))
+        return response
+
+    def _post(
+        self, request_uri: str, request_body: Any, headers: Headers, query_params: Any
+    ) -> Any:
+        response = super()._post(request_uri, request_body, headers, query_params)
+        note_http_answer(response.status_code, response.get(RETRY_AFTER))
+        return response
+
+
 class _HttpTransport:
     """tritonclient's HTTP client runs on gevent and must stay on one thread;
-    its async_infer keeps up to `concurrency` requests in flight."""
+    up to `max_in_flight` requests are in flight, each in a greenlet that
+    sends it and reads its answer, so a refusal's Retry-After is read back
+    where it was noted (tritonclient's async_infer reads the answer in the
+    caller's greenlet, not the sender's)."""
 
     def __init__(self, connection: Connection) -> None:
-        self._client = httpclient.InferenceServerClient(
+        self._client = _HeededHttpClient(
             connection.url,
             concurrency=connection.max_in_flight,
             connection_timeout=connection.timeout_s,
             network_timeout=connection.timeout_s,
         )
+        self._pool = gevent.pool.Pool(connection.max_in_flight)
         self._priority = connection.priority
         self._retrier = Retrier(connection.retry)
 
@@ -122,28 +151,40 @@ class _HttpTransport:
         headers: Headers,
         output: str = OUTPUT,
     ) -> list[np.ndarray]:
-        def send(request: Request) -> Any:
+        def attempt(request: Request) -> np.ndarray:
             with triton_errors():
-                return self._client.async_infer(
+                result = self._client.infer(
                     model,
                     infer_inputs(httpclient, request),
                     parameters=parameters,
                     headers=headers,
                     priority=self._priority,
                 )
+            return result.as_numpy(output)
 
-        def result(reply: Any) -> np.ndarray:
-            with triton_errors():
-                return reply.get_result().as_numpy(output)
+        def first(request: Request) -> np.ndarray | EmbeddingError:
+            # Returned, not raised: gevent prints a greenlet's exception.
+            try:
+                return attempt(request)
+            except EmbeddingError as error:
+                return error
+
+        def outcome(sent: gevent.Greenlet) -> np.ndarray:
+            answer = sent.get()
+            if isinstance(answer, EmbeddingError):
+                raise answer
+            return answer
 
         # All sent at once; a refused one is sent again alone.
-        pending = [send(request) for request in requests]
+        pending = [self._pool.spawn(first, request) for request in requests]
         return [
-            self._retrier.run(partial(result, reply), lambda r=request: result(send(r)))
-            for request, reply in zip(requests, pending, strict=True)
+            self._retrier.run(partial(outcome, sent), partial(attempt, request))
+            for request, sent in zip(requests, pending, strict=True)
         ]
 
     def close(self) -> None:
+        # The requests of a call that failed early end first.
+        self._pool.join()
         self._client.close()
 
 

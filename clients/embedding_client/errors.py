@@ -7,6 +7,7 @@ import http.client
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from tritonclient.utils import InferenceServerException
 
@@ -81,27 +82,52 @@ class ServerError(EmbeddingError):
     """The server failed for another reason."""
 
 
-# Where a gRPC refusal says when to come back, in its trailing metadata:
-# gRPC's pushback (milliseconds) and HTTP's Retry-After (whole seconds),
-# which the edge sets on its own refusals and on Triton's.
+# Where a refusal says when to come back: over gRPC in its trailing
+# metadata, gRPC's pushback (milliseconds) or HTTP's Retry-After (whole
+# seconds); over HTTP in its Retry-After header. The edge sets them on its
+# own refusals and on Triton's, the gateway on its 429s and 503s.
 PUSHBACK_MS = "grpc-retry-pushback-ms"
 RETRY_AFTER = "retry-after"
+# The HTTP refusals whose Retry-After is read, as tritonclient spells them.
+_HTTP_REFUSALS = frozenset({"429", "503"})
+# The hint of the last HTTP answer in this context: tritonclient.http builds
+# its error from the body alone, so the HTTP transports note each answer's
+# Retry-After here (note_http_answer) as it arrives, and the error built from
+# that answer, raised in the same greenlet or asyncio task, reads it back.
+_http_hint: ContextVar[float | None] = ContextVar("embedding_client_http_hint", default=None)
+
+
+def _whole(value: object) -> float | None:
+    """A whole non-negative number in decimal digits, or None: the only form
+    of a hint read (one too long for a float is inf, past any deadline).
+    Retry-After's other form, an HTTP-date, is no hint: the edge and the
+    gateway send seconds, and a date leans on both machines' clocks."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return float(value)
+    return None
+
+
+def note_http_answer(status: int, retry_after: str | None) -> None:
+    """Notes an HTTP answer's status and Retry-After header (None: none) for
+    the error tritonclient may build from it next in this context."""
+    _http_hint.set(_whole(retry_after) if str(status) in _HTTP_REFUSALS else None)
 
 
 def server_hint_s(error: InferenceServerException) -> float | None:
-    """The wait a gRPC refusal asks for, or None. tritonclient raises its
-    error while handling grpc's, which it keeps as __context__; HTTP errors
-    carry no headers. A value that is not a whole non-negative number is no
-    hint."""
+    """The wait a refusal asks for, or None. Over gRPC, tritonclient raises
+    its error while handling grpc's, which it keeps as __context__; over
+    HTTP, the transport noted the answer's header (note_http_answer)."""
+    if error.status() in _HTTP_REFUSALS:
+        return _http_hint.get()
     # A grpc.Call (its sync and asyncio errors alike), by what it has.
     trailing = getattr(error.__context__, "trailing_metadata", None)
     if not callable(trailing):
         return None
     metadata = dict(trailing() or ())
     for key, scale in ((PUSHBACK_MS, 1e-3), (RETRY_AFTER, 1.0)):
-        value = metadata.get(key)
-        if isinstance(value, str) and value.isascii() and value.isdigit():
-            return int(value) * scale
+        whole = _whole(metadata.get(key))
+        if whole is not None:
+            return whole * scale
     return None
 
 

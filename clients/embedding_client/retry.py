@@ -5,13 +5,14 @@ What is retried: UNAVAILABLE and RESOURCE_EXHAUSTED (gRPC), 429 and 503
 (HTTP), and a connection that could not be made. Never a bad request, a
 refused key or a client timeout: sending those again cannot succeed, or adds
 load where the server is already too slow. Each retry waits a random time up
-to an exponentially growing cap ("full jitter"), at least what a gRPC
-refusal's trailers ask (grpc-retry-pushback-ms or retry-after), and all of a
-call's attempts end by its deadline. A per-client budget (a token bucket, as
-gRPC's retry throttling and Envoy's retry budgets keep) stops retrying while
-most calls fail, so retries stay a bounded share of what the client sends; a
-refusal it does not retry still returns only after such a wait, so a caller
-that sends again at once is held back as well.
+to an exponentially growing cap ("full jitter"), at least what the refusal
+asks (over gRPC its trailers' grpc-retry-pushback-ms or retry-after, over
+HTTP its Retry-After header), and all of a call's attempts end by its
+deadline. A per-client budget (a token bucket, as gRPC's retry throttling
+and Envoy's retry budgets keep) stops retrying while most calls fail, so
+retries stay a bounded share of what the client sends; a refusal it does
+not retry still returns only after such a wait, so a caller that sends
+again at once is held back as well.
 """
 
 from __future__ import annotations
