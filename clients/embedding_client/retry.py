@@ -52,9 +52,10 @@ class RetryPolicy:
 
     max_attempts: int = 5
     initial_backoff_s: float = 0.05
-    # With 160 refused clients, 1 s kept the server busy (0.90 of its peak),
-    # where 2 s left it idle between their waits (0.83, its CPU 0.87 busy:
-    # perf/results/debian12-2core/retry_storm.md).
+    # With 160 refused clients, 1 s kept the server busy (0.90-0.99 of its
+    # peak in four runs), where 2 s once left it idle between their waits
+    # (0.83, its CPU 0.87 busy) and doubles the wait of the calls the budget
+    # refuses (docs/performance.md, "A crowd of clients").
     max_backoff_s: float = 1.0
     deadline_s: float = 30.0
     budget_tokens: float = 10.0
