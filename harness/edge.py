@@ -13,6 +13,7 @@ from harness.ports import StartError, free_loopback_ports
 from harness.server import EndpointUrls
 from server.edge import Edge, find_envoy
 from server.edge.config import EdgePorts
+from server.edge.tracing import EdgeTracing
 from server.launch import EXIT_TIMEOUT_S, Endpoints
 from server.tenants import CatalogStages, read_tenants
 
@@ -75,11 +76,13 @@ def running_edge(
     tenants_path: Path,
     workdir: Path,
     catalog: CatalogStages | None = None,
+    tracing: EdgeTracing | None = None,
 ) -> Iterator[RunningEdge]:
     """Envoy on free loopback ports in front of `triton`, enforcing the
     tenants file; stopped on exit. `catalog` (Catalog.stages): as the
     launcher's edge, tenants may read their models' stages; None: their
-    models' entry points only."""
+    models' entry points only. `tracing`: the edge's spans, as the
+    launcher's edge sends them with --otlp-endpoint."""
     envoy = find_envoy()
     if isinstance(envoy, str):
         raise EdgeStartError(envoy)
@@ -90,7 +93,7 @@ def running_edge(
     ports = EdgePorts(
         "127.0.0.1", http, grpc, admin, triton.host, triton.http_port, triton.grpc_port
     )
-    edge = Edge(ports, workdir, envoy)
+    edge = Edge(ports, workdir, envoy, tracing=tracing)
     error = edge.start(tenants)
     if error is not None:
         raise EdgeStartError(error)

@@ -18,7 +18,9 @@ requests in flight: new requests are refused, those in flight finish (up to
 
 With --otlp-endpoint, tritonserver sends traces (OpenTelemetry, OTLP/HTTP)
 to that collector: every request that carries a W3C traceparent, and the
-share --trace-sampling gives of the others (server/tracing.py).
+share --trace-sampling gives of the others (server/tracing.py). With
+tenants the edge draws that share and sends spans of its own
+(server/edge/tracing.py), and Triton traces what the edge traced.
 
 Its lines (the watchdog's and the edge's too) are JSON objects, one a
 line, unless --log-format text asks for the human lines (server/logs.py);
@@ -51,7 +53,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from server.catalog import DEFAULT_CATALOG
@@ -325,6 +327,11 @@ def edge_command(args: argparse.Namespace, public: Endpoints, internal: Endpoint
         f"--state-dir={args.served_repository.resolve().parent / 'edge'}",
         f"--log-format={args.log_format}",
         *([] if args.model_repository else [f"--catalog={args.catalog.resolve()}"]),
+        *(
+            [f"--otlp-endpoint={args.otlp_endpoint}", f"--trace-sampling={args.trace_sampling}"]
+            if args.otlp_endpoint
+            else []
+        ),
     ]
 
 
@@ -423,6 +430,10 @@ def main(argv: list[str] | None = None) -> None:
             parser.exit(2, "launcher: tenants file refused:\n  " + "\n  ".join(tenants) + "\n")
     admin_key = os.environ.get(ADMIN_KEY_VARIABLE) or None
     tracing = tracing_from_arguments(args)
+    if tracing and args.tenants:
+        # Every request comes through the edge, which makes the decision
+        # and sends Triton a context with each request it traces.
+        tracing = replace(tracing, ratio=0.0)
     command = server_command(triton, endpoints, repositories, admin_key, tracing, args.log_format)
     log(
         "tritonserver",

@@ -183,7 +183,8 @@ def add_tracing_arguments(
         metavar="RATIO",
         help="with --otlp-endpoint, the share of requests without a traceparent to trace, "
         "0..1 (served as one in round(1/RATIO)); a request with a valid traceparent is "
-        f"always traced (default: ${SAMPLING_VARIABLE}, else {DEFAULT_SAMPLING})",
+        "always traced; with --tenants the edge draws the share at random and follows a "
+        f"traceparent's sampled flag (default: ${SAMPLING_VARIABLE}, else {DEFAULT_SAMPLING})",
     )
     parser.add_argument(
         "--trace-service-name",

@@ -17,6 +17,14 @@ at ratio 1, untraced at 0 (no spans, no traceparent to Triton); an
 unreachable collector fails no request and the drop is logged with its
 count; the gateway's options are the launcher's, refused alike.
 
+The edge's own spans (server/edge/tracing.py), with the launcher's tenants
+and traces: through the edge a request is one trace, the caller's span
+over the edge's, the edge's over Triton's, the trace id answered; without
+a context a new trace rooted at the edge; through the gateway too, the
+gateway's call span over the edge's; Triton is sent only the contexts the
+edge traces; a collector that is down fails no request, and the failed
+exports are logged with their count.
+
 Without Jaeger the tests that need it skip, saying so."""
 
 from __future__ import annotations
@@ -58,9 +66,10 @@ from harness.edge import RunningEdge, running_edge, tenant_toml
 from harness.gateway import RunningGateway, running_gateway
 from harness.jaeger import JAEGER, RunningJaeger, Span, Trace, running_jaeger
 from harness.logs import records
-from harness.ports import free_loopback_port
+from harness.ports import free_loopback_port, free_loopback_ports
 from harness.requests import text_inputs
 from harness.server import RunningServer, free_loopback_endpoints, running_server
+from server.edge import tracing as edge_tracing
 from server.launch import Endpoints, argument_parser, server_command, wheel_triton
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 from server.tracing import (
@@ -1031,3 +1040,258 @@ def test_the_gateway_reads_its_trace_options_as_the_launcher_does(
     # Empty is unset, as for the launcher: no spans.
     monkeypatch.setenv(ENDPOINT_VARIABLE, "")
     assert parse_settings(base)[0].tracing is None
+
+
+# --- the edge's own spans ------------------------------------------------------
+
+EDGE_SERVICE = edge_tracing.SERVICE_NAME
+EDGE_SPAN = edge_tracing.SPAN_NAME
+TEXT = "a traced text"
+
+
+def _edge_tenants(path: Path) -> Path:
+    path.write_text(tenant_toml("tracer", [KEY], ["embed"]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def traced_launcher(
+    jaeger: RunningJaeger, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    """The launcher with tenants and traces, every request traced: its edge
+    draws the requests to trace and sends spans of its own, its Triton
+    traces those the edge sends a context with."""
+    workdir = tmp_path_factory.mktemp("traced-edge")
+    arguments = [
+        f"--tenants={_edge_tenants(workdir / 'tenants.toml')}",
+        f"--otlp-endpoint={jaeger.otlp_endpoint}",
+        "--trace-sampling=1",
+    ]
+    with running_server(workdir / "launcher.log", extra_args=arguments) as running:
+        yield running
+
+
+def _edge_infer(module: ModuleType, url: str, context: dict[str, str]) -> str | None:
+    """One `embed` request of one text through an edge (the key of
+    _edge_tenants): the x-trace-id it was answered with. Over gRPC by hand,
+    as tritonclient shows no answer's metadata."""
+    metadata = {"authorization": f"Bearer {KEY}", **context}
+    if module is grpcclient:
+        channel = grpc.insecure_channel(url)
+        try:
+            request = service_pb2.ModelInferRequest(model_name="embed")
+            request.inputs.add(name="TEXT", datatype="BYTES", shape=[1, 1])
+            text = TEXT.encode()
+            request.raw_input_contents.append(len(text).to_bytes(4, "little") + text)
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            _, call = stub.ModelInfer.with_call(
+                request, metadata=list(metadata.items()), timeout=TRACE_TIMEOUT_S
+            )
+        finally:
+            channel.close()
+        return dict(call.initial_metadata()).get(TRACE_ID_HEADER)
+    body = {"inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "data": [TEXT]}]}
+    request = urllib.request.Request(
+        f"http://{url}/v2/models/embed/infer",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", **metadata},
+    )
+    with urllib.request.urlopen(request, timeout=TRACE_TIMEOUT_S) as reply:
+        assert reply.status == 200
+        return reply.headers.get(TRACE_ID_HEADER)
+
+
+def _triton_part(trace: Trace) -> Trace:
+    """Triton's spans of a trace, as a trace of their own."""
+    spans = tuple(span for span in trace.spans if span.name != EDGE_SPAN)
+    return Trace(trace.trace_id, spans, frozenset({DEFAULT_SERVICE_NAME}))
+
+
+def _edge_complete(trace: Trace) -> bool:
+    return bool(trace.named(EDGE_SPAN)) and complete(trace)
+
+
+def check_edge_span(
+    trace: Trace, parent_id: str | None, protocol: str, model: str = "embed"
+) -> Span:
+    """The edge's span over Triton's root span of a request to `model` by
+    KEY's tenant: a SERVER span under `parent_id` (None: the trace's root),
+    naming the tenant and the model, in whose time Triton's root starts and
+    ends."""
+    (root,) = trace.named("InferRequest")
+    (edge,) = [span for span in trace.spans if span.span_id == root.parent_id]
+    assert edge.name == EDGE_SPAN and edge.parent_id == parent_id, edge
+    assert edge.tags["span.kind"] == "server", edge.tags
+    assert edge.tags[edge_tracing.TENANT_ATTRIBUTE] == "tracer", edge.tags
+    assert edge.tags[edge_tracing.MODEL_ATTRIBUTE] == model, edge.tags
+    assert edge.tags["http.status_code"] == "200", edge.tags
+    assert edge.tags["upstream_cluster"] == f"tenant-tracer-{protocol}", edge.tags
+    slack = CROSS_PROCESS_SLACK_US
+    assert edge.start_us - slack <= root.start_us and root.end_us <= edge.end_us + slack
+    return edge
+
+
+@pytest.mark.parametrize("module", [httpclient, grpcclient], ids=["http", "grpc"])
+def test_through_a_traced_edge_a_request_is_one_trace_with_the_edges_span(
+    module: ModuleType, traced_launcher: RunningServer, jaeger: RunningJaeger
+) -> None:
+    """The caller's span over the edge's, the edge's over Triton's root;
+    the trace id answered in x-trace-id. Without a context, a new trace
+    rooted at the edge's span."""
+    url = traced_launcher.http_url if module is httpclient else traced_launcher.grpc_url
+    callers = [Caller.new() for _ in range(JOIN_TRIES)]
+    answered = [_edge_infer(module, url, {"traceparent": c.traceparent}) for c in callers]
+    assert answered == [caller.trace_id for caller in callers]
+    caller, trace = first_joined(jaeger, callers, _edge_complete)
+    assert trace.service_names == {EDGE_SERVICE, DEFAULT_SERVICE_NAME}
+    protocol = "http" if module is httpclient else "grpc"
+    edge = check_edge_span(trace, caller.span_id, protocol)
+    assert trace.named(EDGE_SPAN) == [edge]
+    check_embed_trace(_triton_part(trace), Caller(caller.trace_id, edge.span_id), protocol.upper())
+
+    new_ids = [_edge_infer(module, url, {}) for _ in range(JOIN_TRIES)]
+    assert all(trace_id and re.fullmatch("[0-9a-f]{32}", trace_id) for trace_id in new_ids)
+    new = first_joined(jaeger, [Caller(str(i), "") for i in new_ids], _edge_complete)[1]
+    check_edge_span(new, None, protocol)
+
+
+def test_a_traced_edge_sends_triton_only_the_contexts_it_traces(tmp_path: Path) -> None:
+    """What Triton is sent through an edge that traces, seen where Triton
+    would be: at ratio 0, nothing for a request without a context, one
+    with an unsampled context or a malformed one; for a sampled context the
+    edge's span as the parent, and the trace id in x-trace-id."""
+    grpc_server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    recorder = _RecordingTriton()
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(recorder, grpc_server)
+    grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
+    grpc_server.start()
+    http_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingHandler)
+    threading.Thread(target=http_server.serve_forever, daemon=True).start()
+    _RecordingHandler.seen = []
+    sampled, unsampled = Caller.new(), Caller.new(flags="00")
+    contexts: list[dict[str, str]] = [
+        {},
+        {"traceparent": unsampled.traceparent, "tracestate": "caller=1"},
+        {"traceparent": "not a traceparent"},
+        {"traceparent": sampled.traceparent, "tracestate": "caller=1"},
+    ]
+    fake = Endpoints("127.0.0.1", http_server.server_address[1], grpc_port, 0)
+    closed = f"http://127.0.0.1:{free_loopback_port()}"
+    answers: dict[str, list[str | None]] = {}
+    try:
+        with running_edge(
+            fake,
+            _edge_tenants(tmp_path / "tenants.toml"),
+            tmp_path / "state",
+            tracing=edge_tracing.EdgeTracing(closed, 0.0),
+        ) as edge:
+            for module in (grpcclient, httpclient):
+                url = edge.http_url if module is httpclient else edge.grpc_url
+                answers[module.__name__] = [_edge_infer(module, url, c) for c in contexts]
+    finally:
+        http_server.shutdown()
+        http_server.server_close()
+        grpc_server.stop(None)
+    for seen in (recorder.metadata, _RecordingHandler.seen):
+        sent = [(each.get("traceparent"), each.get("tracestate")) for each in seen]
+        assert sent[:3] == [(None, None)] * 3, sent
+        traceparent, tracestate = sent[3]
+        assert traceparent is not None and tracestate == "caller=1", sent
+        version, trace_id, span_id, flags = traceparent.split("-")
+        assert (version, trace_id, flags) == ("00", sampled.trace_id, "01")
+        assert span_id != sampled.span_id
+    for answered in answers.values():
+        assert answered == [None, None, None, sampled.trace_id], answers
+
+
+def test_a_traced_edge_whose_collector_is_unreachable_fails_no_request_and_logs_the_drops(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    """`python -m server.edge` tracing every request to a closed port:
+    every request answered, and a warning counts the failed exports."""
+    closed = f"http://127.0.0.1:{free_loopback_port()}"
+    http_port, grpc_port, admin_port = free_loopback_ports(3)
+    command = [
+        sys.executable,
+        "-m",
+        "server.edge",
+        f"--tenants={_edge_tenants(tmp_path / 'tenants.toml')}",
+        f"--http-port={http_port}",
+        f"--grpc-port={grpc_port}",
+        f"--admin-port={admin_port}",
+        f"--triton-http-port={server.endpoints.http_port}",
+        f"--triton-grpc-port={server.endpoints.grpc_port}",
+        f"--state-dir={tmp_path / 'state'}",
+        f"--otlp-endpoint={closed}",
+        "--trace-sampling=1",
+    ]
+    log_path = tmp_path / "edge.log"
+    with log_path.open("w") as output:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + TRACE_TIMEOUT_S
+        while not records(log_path.read_text(), "edge") and time.monotonic() < deadline:
+            assert process.poll() is None, log_path.read_text()
+            time.sleep(0.1)
+        answered = [
+            _edge_infer(module, f"127.0.0.1:{port}", {})
+            for module, port in ((httpclient, http_port), (grpcclient, grpc_port))
+            for _ in range(UNREACHABLE_REQUESTS)
+        ]
+        assert all(answered), answered
+        deadline = time.monotonic() + edge_tracing.DROP_LOG_INTERVAL_S + TRACE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            warnings = [e for e in records(log_path.read_text(), "edge") if e["level"] == "warning"]
+            if warnings:
+                break
+            time.sleep(0.5)
+    finally:
+        process.terminate()
+        assert process.wait(timeout=60) == 0, log_path.read_text()
+    assert warnings, log_path.read_text()
+    (warning, *_) = warnings
+    assert warning["failed_exports"] >= 1, warning
+    assert f"span exports to {closed}{TRACES_PATH} failed" in warning["message"], warning
+
+
+def test_through_the_gateway_and_a_traced_edge_a_request_is_one_trace(
+    traced_launcher: RunningServer, jaeger: RunningJaeger, tmp_path: Path
+) -> None:
+    """Caller, gateway, edge, Triton: the gateway's call span over the
+    edge's span, the edge's over Triton's root."""
+    callers = [Caller.new() for _ in range(JOIN_TRIES)]
+    with running_gateway(
+        traced_launcher.grpc_url,
+        [("embed", TOKENIZER_JSON)],
+        tmp_path / "gateway.log",
+        extra_args=("--forward-api-key", *_traced_gateway_options(jaeger.otlp_endpoint, "0")),
+    ) as gateway:
+        for caller in callers:
+            assert _post_embeddings(gateway, {"traceparent": caller.traceparent}) == (
+                200,
+                caller.trace_id,
+            )
+
+    def whole(trace: Trace) -> bool:
+        names = {span.name for span in trace.spans}
+        return set(GATEWAY_SPANS) | {EDGE_SPAN} <= names and tokens_complete(trace)
+
+    caller, trace = first_joined(jaeger, callers, whole)
+    assert trace.service_names == {GATEWAY_SERVICE, EDGE_SERVICE, DEFAULT_SERVICE_NAME}
+    _, call = check_gateway_spans(trace, caller.span_id, 1, 200)
+    check_edge_span(trace, call.span_id, "grpc", "embed_tokens")
+    # Besides the inference, the gateway reads the model's config (once).
+    for edge in trace.named(EDGE_SPAN):
+        assert edge.parent_id == call.span_id
+        assert call.start_us - CROSS_PROCESS_SLACK_US <= edge.start_us
+        assert edge.end_us <= call.end_us + CROSS_PROCESS_SLACK_US
+
+
+def test_with_tenants_the_edge_draws_the_traces_and_triton_follows(
+    traced_launcher: RunningServer,
+) -> None:
+    """The launcher's lines: its Triton traces only what carries a context,
+    its edge draws at the ratio asked."""
+    lines = traced_launcher.log_path.read_text()
+    assert "only requests that carry a traceparent" in lines, lines[-4000:]
+    assert f"as {EDGE_SERVICE}: requests with a sampled traceparent and a share 1 " in lines

@@ -39,6 +39,7 @@ from server.edge.config import (
     dynamic_files,
     listener_stat_prefix,
 )
+from server.edge.tracing import EdgeTracing, Exports, export_stats_filter
 from server.launch import EDGE_STOP_MARGIN_S
 from server.tenants import CatalogStages, Tenants, read_tenants
 
@@ -83,6 +84,7 @@ class Edge:
     state_dir: Path  # the bootstrap, the watched config folder, the log
     envoy: Path
     concurrency: int = 1
+    tracing: EdgeTracing | None = None
     process: subprocess.Popen[bytes] | None = None
     version: str = ""  # of the routes, which hold the tenants
     cluster_version: str = ""
@@ -106,7 +108,9 @@ class Edge:
         self.config_dir.mkdir(parents=True, exist_ok=True)
         self._write(tenants)
         bootstrap_path = self.state_dir / "bootstrap.json"
-        bootstrap_path.write_text(json.dumps(bootstrap(self.ports, self.config_dir), indent=1))
+        bootstrap_path.write_text(
+            json.dumps(bootstrap(self.ports, self.config_dir, self.tracing), indent=1)
+        )
         command = [
             str(self.envoy),
             "--config-path",
@@ -157,7 +161,7 @@ class Edge:
         )
 
     def _write(self, tenants: Tenants) -> None:
-        files = dynamic_files(tenants, self.ports)
+        files = dynamic_files(tenants, self.ports, self.tracing is not None)
         self.cluster_version = files[CLUSTERS_FILE][0]
         self.version = files[ROUTES_FILE][0]
         # Clusters first: a route must never name a cluster Envoy lacks.
@@ -222,6 +226,16 @@ class Edge:
         ) as reply:
             stats = json.loads(reply.read()).get("stats", [])
         return sum(int(s.get("value", 0)) for s in stats if "value" in s)
+
+    def exports(self) -> Exports:
+        """The span exports to the collector, as Envoy counts them."""
+        query = urllib.parse.urlencode({"filter": export_stats_filter(), "format": "json"})
+        with urllib.request.urlopen(
+            f"{self.admin_url}/stats?{query}", timeout=ADMIN_TIMEOUT_S
+        ) as reply:
+            stats = json.loads(reply.read()).get("stats", [])
+        values = {s["name"].rsplit("_", 1)[-1]: int(s["value"]) for s in stats if "value" in s}
+        return Exports(completed=values.get("completed", 0), succeeded=values.get("2xx", 0))
 
 
 class TenantsWatcher:

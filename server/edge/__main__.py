@@ -17,9 +17,11 @@ from types import FrameType
 from server.catalog import read_catalog
 from server.edge import POLL_S, Edge, TenantsWatcher, find_envoy
 from server.edge.config import EdgePorts
+from server.edge.tracing import DROP_LOG_INTERVAL_S, EdgeTracing, Exports
 from server.launch import EXIT_TIMEOUT_S
 from server.logs import add_log_format_argument, log, use_format
 from server.tenants import CatalogStages, read_tenants
+from server.tracing import DEFAULT_SAMPLING, otlp_endpoint, sampling_ratio
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +48,22 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the served catalog: a tenant naming a model outside it is refused, and a tenant "
         "may read (never call) the stages of its models",
+    )
+    parser.add_argument(
+        "--otlp-endpoint",
+        type=otlp_endpoint,
+        default="",
+        metavar="URL",
+        help="send the edge's spans to this collector's OTLP/HTTP base address "
+        "(server/edge/tracing.py); default: no spans",
+    )
+    parser.add_argument(
+        "--trace-sampling",
+        type=sampling_ratio,
+        default=DEFAULT_SAMPLING,
+        metavar="RATIO",
+        help="with --otlp-endpoint, the share of requests without a traceparent to trace, "
+        "0..1, drawn at random (default: %(default)s)",
     )
     add_log_format_argument(parser)
     args = parser.parse_args(argv)
@@ -74,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         args.stats_port,
     )
     args.state_dir.mkdir(parents=True, exist_ok=True)
-    edge = Edge(ports, args.state_dir, envoy, concurrency=args.concurrency)
+    tracing = EdgeTracing(args.otlp_endpoint, args.trace_sampling) if args.otlp_endpoint else None
+    edge = Edge(ports, args.state_dir, envoy, concurrency=args.concurrency, tracing=tracing)
     # Watching from before the file is read for the start: an edit made while
     # Envoy starts is applied once it serves, not missed.
     watcher = TenantsWatcher(edge, args.tenants, stages)
@@ -100,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         f"for {len(tenants.tenants)} tenants (version {edge.version})",
         stream=sys.stdout,
     )
+    if tracing is not None:
+        log("edge", tracing.describe())
+    exports, exports_at = Exports(), time.monotonic()
     try:
         while not stopping:
             assert edge.process is not None
@@ -113,10 +135,31 @@ def main(argv: list[str] | None = None) -> int:
             message = watcher.poll()
             if message is not None:
                 log("edge", message)
+            if tracing is not None and time.monotonic() - exports_at >= DROP_LOG_INTERVAL_S:
+                exports, exports_at = _log_failed_exports(edge, tracing, exports), time.monotonic()
             time.sleep(POLL_S)
     finally:
         edge.stop(EXIT_TIMEOUT_S)
     return 0
+
+
+def _log_failed_exports(edge: Edge, tracing: EdgeTracing, before: Exports) -> Exports:
+    """One warning per interval with failed span exports; the counts now."""
+    try:
+        now = edge.exports()
+    except (OSError, ValueError):
+        return before  # the admin interface is busy: the next interval says it
+    failed, done = now.failed_since(before)
+    if failed > 0:
+        log(
+            "edge",
+            f"{failed} of {done} span exports to {tracing.url} failed in the last "
+            f"{DROP_LOG_INTERVAL_S:.0f} s; "
+            f"their spans are dropped (why: {edge.log_path})",
+            level="warning",
+            failed_exports=failed,
+        )
+    return now
 
 
 if __name__ == "__main__":

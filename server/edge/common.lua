@@ -31,3 +31,9 @@ local function fail_closed(filter, on_request)
     end
   end
 end
+
+-- What the edge's span names (server/edge/tracing.py): the model a request
+-- is for, once the tenant may use it.
+local function name_model(handle, model)
+  handle:streamInfo():dynamicMetadata():set(SPAN_METADATA, "model", model)
+end

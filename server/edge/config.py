@@ -33,6 +33,9 @@ Why these pieces:
 - Every model's statistics (perf_analyzer asks for them to break an
   ensemble's time down by stage) are cut by stats.lua, on the answer, to
   the models the key may read: Triton has no request for a list of models.
+- With traces, Envoy's own tracer on both listeners, and an upstream filter
+  on every cluster to Triton that passes on only the contexts it traced
+  (server/edge/tracing.py says why).
 """
 
 from __future__ import annotations
@@ -43,6 +46,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from server.edge.tracing import (
+    METADATA_NAMESPACE,
+    SPAN_NAME,
+    EdgeTracing,
+    collector_cluster,
+    connection_manager_tracing,
+    context_decides,
+    runtime,
+    upstream_filters,
+)
 from server.tenants import Tenant, Tenants
 
 LUA_DIR = Path(__file__).resolve().parent
@@ -80,6 +93,8 @@ RETRY_AFTER_S = 1
 # request body.lua counted carries TEXTS_HEADER.
 TEXTS_QUOTA_MESSAGE = "over this tenant's texts_per_second quota"
 REQUESTS_QUOTA_MESSAGE = "over this tenant's requests_per_second quota"
+# The name of the edge's span, when it traces; Envoy sends it nowhere.
+SPAN_DECORATOR = {"operation": SPAN_NAME, "propagate": False}
 # local_ratelimit's largest bucket (uint32 tokens).
 UNBOUNDED_TOKENS = 2**32 - 1
 LUA_TYPE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
@@ -119,24 +134,32 @@ class EdgePorts:
     stats: int | None = None
 
 
-def bootstrap(ports: EdgePorts, config_dir: Path) -> dict[str, Any]:
-    """The static part: listeners, admin, and where the dynamic parts are."""
+def bootstrap(
+    ports: EdgePorts, config_dir: Path, tracing: EdgeTracing | None = None
+) -> dict[str, Any]:
+    """The static part: listeners, admin, and where the dynamic parts are;
+    with `tracing`, the tracer and its collector (server/edge/tracing.py)."""
     static: dict[str, Any] = {
         "listeners": [
-            _listener(HTTP_LISTENER, ports.host, ports.http, config_dir),
-            _listener(GRPC_LISTENER, ports.host, ports.grpc, config_dir),
-        ]
+            _listener(HTTP_LISTENER, ports.host, ports.http, config_dir, tracing),
+            _listener(GRPC_LISTENER, ports.host, ports.grpc, config_dir, tracing),
+        ],
+        "clusters": [],
     }
     if ports.stats is not None:
         static["listeners"].append(_stats_listener(ports.host, ports.stats))
-        static["clusters"] = [_admin_cluster(ports.admin)]
+        static["clusters"].append(_admin_cluster(ports.admin))
+    if tracing is not None:
+        static["clusters"].append(collector_cluster(tracing))
     return {
         "node": {"id": "edge", "cluster": "edge"},
         "admin": {"address": _address("127.0.0.1", ports.admin)},
         "dynamic_resources": {"cds_config": _file_source(config_dir, CLUSTERS_FILE)},
         "static_resources": static,
         # No overload manager: the in-flight bounds are per tenant (clusters).
-        "layered_runtime": {"layers": [{"name": "static", "static_layer": {}}]},
+        "layered_runtime": {
+            "layers": [{"name": "static", "static_layer": runtime() if tracing is not None else {}}]
+        },
     }
 
 
@@ -161,8 +184,10 @@ def listener_stat_prefix(name: str) -> str:
     return f"edge_{name}"
 
 
-def _listener(name: str, host: str, port: int, config_dir: Path) -> dict[str, Any]:
-    manager = {
+def _listener(
+    name: str, host: str, port: int, config_dir: Path, tracing: EdgeTracing | None
+) -> dict[str, Any]:
+    manager: dict[str, Any] = {
         "@type": HCM_TYPE,
         "stat_prefix": listener_stat_prefix(name),
         "codec_type": "AUTO",
@@ -189,6 +214,9 @@ def _listener(name: str, host: str, port: int, config_dir: Path) -> dict[str, An
             ROUTER_FILTER,
         ],
     }
+    if tracing is not None:
+        manager["tracing"] = connection_manager_tracing(tracing)
+        manager["early_header_mutation_extensions"] = [context_decides()]
     return {
         "name": name,
         "address": _address(host, port),
@@ -326,6 +354,7 @@ def lua_tables(tenants: Tenants) -> str:
         f"local PRIORITY = {{{priority}}}\n"
         f"local TEXTS_PER_SECOND = {{{texts}}}\n"
         f"local RETRY_AFTER_S = {RETRY_AFTER_S}\n"
+        f"local SPAN_METADATA = {string(METADATA_NAMESPACE)}\n"
     )
 
 
@@ -354,6 +383,7 @@ def routes(tenants: Tenants) -> dict[str, Any]:
             # bulk) and the client's own deadline bound a request.
             "route": {"cluster_header": CLUSTER_HEADER, "timeout": "0s"},
             "request_headers_to_remove": [CLUSTER_HEADER, TEXTS_HEADER],
+            "decorator": SPAN_DECORATOR,
             "typed_per_filter_config": {
                 RATE_FILTER: _bucket(t, t.requests_per_second),
                 **({} if t.texts_per_second is None else {TEXTS_FILTER: _texts_bucket(t)}),
@@ -377,6 +407,7 @@ def routes(tenants: Tenants) -> dict[str, Any]:
                         "match": {"prefix": "/"},
                         "route": {"cluster_header": CLUSTER_HEADER},
                         "request_headers_to_remove": [CLUSTER_HEADER],
+                        "decorator": SPAN_DECORATOR,
                     },
                 ],
             }
@@ -439,19 +470,24 @@ def cluster_name(tenant: Tenant, protocol: str) -> str:
     return f"tenant-{tenant.name}-{protocol}"
 
 
-def clusters(tenants: Tenants, ports: EdgePorts) -> list[dict[str, Any]]:
-    """One cluster per tenant and protocol, all to the same Triton."""
+def clusters(tenants: Tenants, ports: EdgePorts, traced: bool = False) -> list[dict[str, Any]]:
+    """One cluster per tenant and protocol, all to the same Triton; when the
+    edge traces, each with the upstream filter of server/edge/tracing.py."""
     result = []
     for protocol in ("http", "grpc"):
-        result.append(_cluster(f"open-{protocol}", protocol, ports, None))
+        result.append(_cluster(f"open-{protocol}", protocol, ports, None, traced))
         for tenant in tenants.tenants:
             result.append(
-                _cluster(cluster_name(tenant, protocol), protocol, ports, tenant.max_in_flight)
+                _cluster(
+                    cluster_name(tenant, protocol), protocol, ports, tenant.max_in_flight, traced
+                )
             )
     return result
 
 
-def _cluster(name: str, protocol: str, ports: EdgePorts, in_flight: int | None) -> dict[str, Any]:
+def _cluster(
+    name: str, protocol: str, ports: EdgePorts, in_flight: int | None, traced: bool
+) -> dict[str, Any]:
     port = ports.triton_http if protocol == "http" else ports.triton_grpc
     cluster: dict[str, Any] = {
         "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
@@ -465,11 +501,17 @@ def _cluster(name: str, protocol: str, ports: EdgePorts, in_flight: int | None) 
             ],
         },
     }
+    options: dict[str, Any] = {}
     if protocol == "grpc":
+        options["explicit_http_config"] = {"http2_protocol_options": {}}
+    if traced:
+        options.setdefault("explicit_http_config", {"http_protocol_options": {}})
+        options["http_filters"] = upstream_filters()
+    if options:
         cluster["typed_extension_protocol_options"] = {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                 "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                "explicit_http_config": {"http2_protocol_options": {}},
+                **options,
             }
         }
     if in_flight is not None:
@@ -499,13 +541,15 @@ CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 
 
-def dynamic_files(tenants: Tenants, ports: EdgePorts) -> dict[str, tuple[str, str]]:
+def dynamic_files(
+    tenants: Tenants, ports: EdgePorts, traced: bool = False
+) -> dict[str, tuple[str, str]]:
     """File name -> (version, content) of every file Envoy watches, for
     these tenants. Each version is its own resources' digest: Envoy keeps
     a version only where the resources changed, so the edge can tell which
     version Envoy serves."""
     resources = {
-        CLUSTERS_FILE: (clusters(tenants, ports), CLUSTER_TYPE),
+        CLUSTERS_FILE: (clusters(tenants, ports, traced), CLUSTER_TYPE),
         ROUTES_FILE: ([routes(tenants)], ROUTE_TYPE),
     }
     files = {}
