@@ -96,10 +96,15 @@ async def closed_loop(
     return Latencies(latencies, time.perf_counter() - start, len(batches[0]))
 
 
-def gateway_call(session: aiohttp.ClientSession, url: str) -> Call:
+def gateway_call(session: aiohttp.ClientSession, url: str, key: str | None = None) -> Call:
+    """POST /v1/embeddings of `texts`; `key`: the caller's, as a gateway
+    that forwards keys to an edge needs it."""
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+
     async def call(texts: list[str]) -> np.ndarray:
         body = orjson.dumps({"model": MODEL_NAME, "input": texts, "encoding_format": "base64"})
-        headers = {"Content-Type": "application/json"}
         async with session.post(url, data=body, headers=headers) as reply:
             reply.raise_for_status()
             payload = orjson.loads(await reply.read())
