@@ -4,6 +4,7 @@ running tritonserver, on free loopback ports, for the tests."""
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -101,3 +102,25 @@ def running_edge(
         yield RunningEdge(edge, tenants_path, Endpoints("127.0.0.1", http, grpc, admin), catalog)
     finally:
         edge.stop(EXIT_TIMEOUT_S)
+
+
+def edge_command(
+    tenants_path: Path, triton: Endpoints, state_dir: Path, *extra: str
+) -> tuple[list[str], Endpoints]:
+    """`python -m server.edge` on free loopback ports in front of `triton`
+    (more options in `extra`), and those ports."""
+    http, grpc, admin = free_loopback_ports(3)
+    command = [
+        sys.executable,
+        "-m",
+        "server.edge",
+        f"--tenants={tenants_path}",
+        f"--http-port={http}",
+        f"--grpc-port={grpc}",
+        f"--admin-port={admin}",
+        f"--triton-http-port={triton.http_port}",
+        f"--triton-grpc-port={triton.grpc_port}",
+        f"--state-dir={state_dir}",
+        *extra,
+    ]
+    return command, Endpoints("127.0.0.1", http, grpc, admin)

@@ -9,7 +9,6 @@ import http.client
 import json
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -25,10 +24,9 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from harness.edge import RunningEdge, running_edge, tenant_toml
+from harness.edge import RunningEdge, edge_command, running_edge, tenant_toml
 from harness.gateway import RunningGateway, running_gateway
 from harness.logs import first_index
-from harness.ports import free_loopback_ports
 from harness.priority import BULK, INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
@@ -564,20 +562,9 @@ def test_the_edge_command(server: RunningServer, tmp_path: Path) -> None:
     good one, follows its changes, stops on SIGTERM."""
     path = tmp_path / "tenants.toml"
     path.write_text(tenants_text().replace('priority = "bulk"', 'priority = "urgent"'))
-    http_port, grpc_port, admin_port = free_loopback_ports(3)
-    command = [
-        sys.executable,
-        "-m",
-        "server.edge",
-        f"--tenants={path}",
-        f"--http-port={http_port}",
-        f"--grpc-port={grpc_port}",
-        f"--admin-port={admin_port}",
-        f"--triton-http-port={server.endpoints.http_port}",
-        f"--triton-grpc-port={server.endpoints.grpc_port}",
-        f"--state-dir={tmp_path / 'state'}",
-        f"--catalog={REPO_ROOT / 'models.toml'}",
-    ]
+    command, ports = edge_command(
+        path, server.endpoints, tmp_path / "state", f"--catalog={REPO_ROOT / 'models.toml'}"
+    )
     refused = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
     assert f"{path}:13: tenant 'indexer': 'priority' must be one of" in refused.stderr
@@ -585,7 +572,7 @@ def test_the_edge_command(server: RunningServer, tmp_path: Path) -> None:
     log = tmp_path / "edge.log"
     with log.open("w") as output:
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
-    url = f"127.0.0.1:{grpc_port}"
+    url = f"127.0.0.1:{ports.grpc_port}"
     try:
         deadline = time.monotonic() + 30
         while first_index(log.read_text(), "edge", "serving") < 0 and time.monotonic() < deadline:

@@ -45,6 +45,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -62,11 +63,11 @@ from embedding_client.gateway.server import parse_settings
 from embedding_client.gateway.trace_context import TRACE_ID_HEADER, read_trace_context
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from harness.edge import RunningEdge, running_edge, tenant_toml
+from harness.edge import RunningEdge, edge_command, running_edge, tenant_toml
 from harness.gateway import RunningGateway, running_gateway
 from harness.jaeger import JAEGER, RunningJaeger, Span, Trace, running_jaeger
 from harness.logs import records
-from harness.ports import free_loopback_port, free_loopback_ports
+from harness.ports import free_loopback_port
 from harness.requests import text_inputs
 from harness.server import RunningServer, free_loopback_endpoints, running_server
 from server.edge import tracing as edge_tracing
@@ -201,10 +202,10 @@ class _RecordingHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_the_edge_passes_the_trace_context_on_unchanged(tmp_path: Path) -> None:
-    """What Triton is sent through the edge, seen where Triton would be:
-    Triton 2.51's gRPC frontend reads the traceparent but not the
-    tracestate, so Jaeger alone could not show the edge keeps it."""
+@contextmanager
+def recording_triton() -> Iterator[tuple[Endpoints, list[dict[str, str]], list[dict[str, str]]]]:
+    """Stand-ins for Triton's gRPC and HTTP ports: where they are, and what
+    each request to them carried (gRPC metadata, HTTP headers)."""
     grpc_server = grpc.server(ThreadPoolExecutor(max_workers=2))
     recorder = _RecordingTriton()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(recorder, grpc_server)
@@ -213,33 +214,46 @@ def test_the_edge_passes_the_trace_context_on_unchanged(tmp_path: Path) -> None:
     http_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingHandler)
     threading.Thread(target=http_server.serve_forever, daemon=True).start()
     _RecordingHandler.seen = []
+    try:
+        yield (
+            Endpoints("127.0.0.1", http_server.server_address[1], grpc_port, 0),
+            recorder.metadata,
+            _RecordingHandler.seen,
+        )
+    finally:
+        http_server.shutdown()
+        http_server.server_close()
+        grpc_server.stop(None)
+
+
+def test_the_edge_passes_the_trace_context_on_unchanged(tmp_path: Path) -> None:
+    """What Triton is sent through the edge, seen where Triton would be:
+    Triton 2.51's gRPC frontend reads the traceparent but not the
+    tracestate, so Jaeger alone could not show the edge keeps it."""
     context = {
         "traceparent": Caller.new().traceparent,
         "tracestate": "caller=1,other=two words",
     }
     path = tmp_path / "tenants.toml"
     path.write_text(tenant_toml("tracer", [KEY], ["embed"]))
-    fake = Endpoints("127.0.0.1", http_server.server_address[1], grpc_port, 0)
-    try:
-        with running_edge(fake, path, tmp_path / "state") as edge:
-            for module in (grpcclient, httpclient):
-                url = edge.http_url if module is httpclient else edge.grpc_url
-                client = module.InferenceServerClient(url)
-                try:
-                    client.infer(
-                        "embed",
-                        text_inputs(module, ["a traced text"]),
-                        headers={"authorization": f"Bearer {KEY}", **context},
-                    )
-                finally:
-                    client.close()
-    finally:
-        http_server.shutdown()
-        http_server.server_close()
-        grpc_server.stop(None)
-    for seen in (*recorder.metadata, *_RecordingHandler.seen):
+    with (
+        recording_triton() as (fake, grpc_seen, http_seen),
+        running_edge(fake, path, tmp_path / "state") as edge,
+    ):
+        for module in (grpcclient, httpclient):
+            url = edge.http_url if module is httpclient else edge.grpc_url
+            client = module.InferenceServerClient(url)
+            try:
+                client.infer(
+                    "embed",
+                    text_inputs(module, ["a traced text"]),
+                    headers={"authorization": f"Bearer {KEY}", **context},
+                )
+            finally:
+                client.close()
+    for seen in (*grpc_seen, *http_seen):
         assert {name: seen.get(name) for name in context} == context, seen
-    assert len(recorder.metadata) == len(_RecordingHandler.seen) == 1
+    assert len(grpc_seen) == len(http_seen) == 1
 
 
 # Requests sent where Triton must join each to its caller's trace: its gRPC
@@ -1160,14 +1174,6 @@ def test_a_traced_edge_sends_triton_only_the_contexts_it_traces(tmp_path: Path) 
     would be: at ratio 0, nothing for a request without a context, one
     with an unsampled context or a malformed one; for a sampled context the
     edge's span as the parent, and the trace id in x-trace-id."""
-    grpc_server = grpc.server(ThreadPoolExecutor(max_workers=2))
-    recorder = _RecordingTriton()
-    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(recorder, grpc_server)
-    grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
-    grpc_server.start()
-    http_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RecordingHandler)
-    threading.Thread(target=http_server.serve_forever, daemon=True).start()
-    _RecordingHandler.seen = []
     sampled, unsampled = Caller.new(), Caller.new(flags="00")
     contexts: list[dict[str, str]] = [
         {},
@@ -1175,24 +1181,21 @@ def test_a_traced_edge_sends_triton_only_the_contexts_it_traces(tmp_path: Path) 
         {"traceparent": "not a traceparent"},
         {"traceparent": sampled.traceparent, "tracestate": "caller=1"},
     ]
-    fake = Endpoints("127.0.0.1", http_server.server_address[1], grpc_port, 0)
     closed = f"http://127.0.0.1:{free_loopback_port()}"
     answers: dict[str, list[str | None]] = {}
-    try:
-        with running_edge(
+    with (
+        recording_triton() as (fake, grpc_seen, http_seen),
+        running_edge(
             fake,
             _edge_tenants(tmp_path / "tenants.toml"),
             tmp_path / "state",
             tracing=edge_tracing.EdgeTracing(closed, 0.0),
-        ) as edge:
-            for module in (grpcclient, httpclient):
-                url = edge.http_url if module is httpclient else edge.grpc_url
-                answers[module.__name__] = [_edge_infer(module, url, c) for c in contexts]
-    finally:
-        http_server.shutdown()
-        http_server.server_close()
-        grpc_server.stop(None)
-    for seen in (recorder.metadata, _RecordingHandler.seen):
+        ) as edge,
+    ):
+        for module in (grpcclient, httpclient):
+            url = edge.http_url if module is httpclient else edge.grpc_url
+            answers[module.__name__] = [_edge_infer(module, url, c) for c in contexts]
+    for seen in (grpc_seen, http_seen):
         sent = [(each.get("traceparent"), each.get("tracestate")) for each in seen]
         assert sent[:3] == [(None, None)] * 3, sent
         traceparent, tracestate = sent[3]
@@ -1210,21 +1213,13 @@ def test_a_traced_edge_whose_collector_is_unreachable_fails_no_request_and_logs_
     """`python -m server.edge` tracing every request to a closed port:
     every request answered, and a warning counts the failed exports."""
     closed = f"http://127.0.0.1:{free_loopback_port()}"
-    http_port, grpc_port, admin_port = free_loopback_ports(3)
-    command = [
-        sys.executable,
-        "-m",
-        "server.edge",
-        f"--tenants={_edge_tenants(tmp_path / 'tenants.toml')}",
-        f"--http-port={http_port}",
-        f"--grpc-port={grpc_port}",
-        f"--admin-port={admin_port}",
-        f"--triton-http-port={server.endpoints.http_port}",
-        f"--triton-grpc-port={server.endpoints.grpc_port}",
-        f"--state-dir={tmp_path / 'state'}",
+    command, ports = edge_command(
+        _edge_tenants(tmp_path / "tenants.toml"),
+        server.endpoints,
+        tmp_path / "state",
         f"--otlp-endpoint={closed}",
         "--trace-sampling=1",
-    ]
+    )
     log_path = tmp_path / "edge.log"
     with log_path.open("w") as output:
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
@@ -1235,7 +1230,7 @@ def test_a_traced_edge_whose_collector_is_unreachable_fails_no_request_and_logs_
             time.sleep(0.1)
         answered = [
             _edge_infer(module, f"127.0.0.1:{port}", {})
-            for module, port in ((httpclient, http_port), (grpcclient, grpc_port))
+            for module, port in ((httpclient, ports.http_port), (grpcclient, ports.grpc_port))
             for _ in range(UNREACHABLE_REQUESTS)
         ]
         assert all(answered), answered
