@@ -61,6 +61,7 @@ from embedding_client.gateway import tracing as gateway_tracing
 from embedding_client.gateway.otlp import DROPPED_FIELD, SpanExporter
 from embedding_client.gateway.server import parse_settings
 from embedding_client.gateway.trace_context import TRACE_ID_HEADER, read_trace_context
+from tokenizers import Tokenizer
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from harness.edge import RunningEdge, edge_command, running_edge, tenant_toml
@@ -88,6 +89,9 @@ from server.tracing import (
 )
 
 KEY = "tracing-key"
+# What the gateway's requests send.
+ONE_TEXT = ("a traced text",)
+TWO_TEXTS = ("a traced text", "and another")
 STAGES = ("tokenizer", "embedder", "serializer")
 # Triton exports every 5 s (its batch span processor's schedule delay);
 # a trace is complete once its last batch is in.
@@ -554,7 +558,7 @@ def _post_embeddings(
     gateway: RunningGateway,
     headers: dict[str, str],
     model: str = "embed",
-    texts: tuple[str, ...] = ("a traced text",),
+    texts: tuple[str, ...] = ONE_TEXT,
 ) -> tuple[int, str | None]:
     """The status and x-trace-id of one /v1/embeddings request."""
     body = json.dumps({"model": model, "input": list(texts)}).encode()
@@ -679,10 +683,10 @@ def _traced_gateway_options(endpoint: str, ratio: str) -> tuple[str, ...]:
 
 
 def check_gateway_spans(
-    trace: Trace, parent_id: str | None, texts: int, status: int
+    trace: Trace, parent_id: str | None, texts: tuple[str, ...], status: int
 ) -> tuple[Span, Span]:
-    """The gateway's spans of one /v1/embeddings request of `texts` texts
-    to `embed`: the route's SERVER span, a child of `parent_id` (None: the
+    """The gateway's spans of one /v1/embeddings request of `texts` to
+    `embed`: the route's SERVER span, a child of `parent_id` (None: the
     trace's root), with the request's attributes, and under it, in its time
     and in turn, parse, tokenize and the CLIENT span of the call to
     `embed_tokens`. Returns the route's span and the call's."""
@@ -691,7 +695,8 @@ def check_gateway_spans(
     assert route.tags["span.kind"] == "server", route.tags
     assert route.tags[gateway_tracing.ROUTE_ATTRIBUTE] == "/v1/embeddings"
     assert route.tags[gateway_tracing.MODEL_ATTRIBUTE] == "embed"
-    assert route.tags[gateway_tracing.TEXTS_ATTRIBUTE] == texts
+    assert route.tags[gateway_tracing.TEXTS_ATTRIBUTE] == len(texts)
+    assert route.tags[gateway_tracing.TOKENS_ATTRIBUTE] == _tokens(texts)
     assert route.tags[gateway_tracing.STATUS_ATTRIBUTE] == status
     steps = []
     for name in GATEWAY_SPANS[1:]:
@@ -704,6 +709,12 @@ def check_gateway_spans(
     assert call.tags["span.kind"] == "client", call.tags
     assert call.tags[gateway_tracing.TRITON_MODEL_ATTRIBUTE] == "embed_tokens"
     return route, call
+
+
+def _tokens(texts: tuple[str, ...]) -> int:
+    """What the gateway's tokenizer (the model's own) makes of `texts`."""
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_JSON))
+    return sum(len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts)))
 
 
 def gateway_traces(jaeger: RunningJaeger, trace_ids: list[str]) -> list[Trace]:
@@ -760,14 +771,14 @@ def test_a_request_through_the_gateway_and_the_edge_is_one_trace(
             _post_embeddings(
                 gateway,
                 {"traceparent": caller.traceparent, "tracestate": "caller=1"},
-                texts=("a traced text", "and another"),
+                texts=TWO_TEXTS,
             )
             for caller in callers
         ]
     assert answers == [(200, caller.trace_id) for caller in callers]
     traces = gateway_traces(jaeger, [caller.trace_id for caller in callers])
     for caller, trace in zip(callers, traces, strict=True):
-        route, call = check_gateway_spans(trace, caller.span_id, 2, 200)
+        route, call = check_gateway_spans(trace, caller.span_id, TWO_TEXTS, 200)
         assert {span.tags.get("w3c.tracestate") for span in trace.spans} == {"caller=1"}
         if tokens_complete(trace):
             assert trace.service_names == {GATEWAY_SERVICE, DEFAULT_SERVICE_NAME}
@@ -797,7 +808,7 @@ def test_without_a_context_the_gateway_starts_a_trace_of_its_own(
     assert len(set(trace_ids)) == 3 and "0" * 32 not in trace_ids, trace_ids
     assert all(re.fullmatch("[0-9a-f]{32}", trace_id) for trace_id in trace_ids), trace_ids
     for trace in gateway_traces(jaeger, trace_ids):
-        _, call = check_gateway_spans(trace, None, 1, 200)
+        _, call = check_gateway_spans(trace, None, ONE_TEXT, 200)
         if tokens_complete(trace):
             check_triton_under_the_call(trace, call)
     assert failed_status == 503 and failed_id is not None
@@ -1064,7 +1075,8 @@ TEXT = "a traced text"
 
 
 def _edge_tenants(path: Path) -> Path:
-    path.write_text(tenant_toml("tracer", [KEY], ["embed"]))
+    # A texts quota: the edge then counts each request's texts.
+    path.write_text(tenant_toml("tracer", [KEY], ["embed"], texts_rate=10_000))
     return path
 
 
@@ -1128,16 +1140,17 @@ def _edge_complete(trace: Trace) -> bool:
 def check_edge_span(
     trace: Trace, parent_id: str | None, protocol: str, model: str = "embed"
 ) -> Span:
-    """The edge's span over Triton's root span of a request to `model` by
-    KEY's tenant: a SERVER span under `parent_id` (None: the trace's root),
-    naming the tenant and the model, in whose time Triton's root starts and
-    ends."""
+    """The edge's span over Triton's root span of a one-text request to
+    `model` by KEY's tenant: a SERVER span under `parent_id` (None: the
+    trace's root), naming the tenant, the model and the texts, in whose
+    time Triton's root starts and ends."""
     (root,) = trace.named("InferRequest")
     (edge,) = [span for span in trace.spans if span.span_id == root.parent_id]
     assert edge.name == EDGE_SPAN and edge.parent_id == parent_id, edge
     assert edge.tags["span.kind"] == "server", edge.tags
     assert edge.tags[edge_tracing.TENANT_ATTRIBUTE] == "tracer", edge.tags
     assert edge.tags[edge_tracing.MODEL_ATTRIBUTE] == model, edge.tags
+    assert edge.tags[edge_tracing.TEXTS_ATTRIBUTE] == "1", edge.tags
     assert edge.tags["http.status_code"] == "200", edge.tags
     assert edge.tags["upstream_cluster"] == f"tenant-tracer-{protocol}", edge.tags
     slack = CROSS_PROCESS_SLACK_US
@@ -1273,7 +1286,7 @@ def test_through_the_gateway_and_a_traced_edge_a_request_is_one_trace(
 
     caller, trace = first_joined(jaeger, callers, whole)
     assert trace.service_names == {GATEWAY_SERVICE, EDGE_SERVICE, DEFAULT_SERVICE_NAME}
-    _, call = check_gateway_spans(trace, caller.span_id, 1, 200)
+    _, call = check_gateway_spans(trace, caller.span_id, ONE_TEXT, 200)
     check_edge_span(trace, call.span_id, "grpc", "embed_tokens")
     # Besides the inference, the gateway reads the model's config (once).
     for edge in trace.named(EDGE_SPAN):

@@ -129,11 +129,12 @@ class EmbeddingsService:
         if not rows:
             with caller.trace.span("tokenize"):
                 rows = await self._tokenize(model.tokenizer, request.texts)
+        prompt_tokens = sum(len(row) for row in rows)
+        caller.trace.count_tokens(prompt_tokens)
         try:
             vectors = await self._embed(model, request, rows, caller)
         except EmbeddingError as error:
             raise from_embedding_error(error, model.name) from error
-        prompt_tokens = sum(len(row) for row in rows)
         return render_embeddings(vectors, request.encoding_format, model.name, prompt_tokens)
 
     async def rerank(self, read: Body, api: Api, version: str, caller: Caller = NO_CALLER) -> bytes:

@@ -49,13 +49,15 @@ SAMPLING_VARIABLE = "EMBEDDING_TRACE_SAMPLING"
 SERVICE_NAME = "embedding-gateway"
 # The route span's attributes: OpenTelemetry's HTTP names, and the service's
 # own (the model called, the number of inputs: texts, token-id rows or
-# documents). The gateway knows no tenant: the edge behind it does.
+# documents; on an embeddings request, its tokens as its usage counts them).
+# The gateway knows no tenant: the edge behind it does.
 METHOD_ATTRIBUTE = "http.request.method"
 ROUTE_ATTRIBUTE = "http.route"
 PATH_ATTRIBUTE = "url.path"
 STATUS_ATTRIBUTE = "http.response.status_code"
 MODEL_ATTRIBUTE = "embedding.model"
 TEXTS_ATTRIBUTE = "embedding.texts"
+TOKENS_ATTRIBUTE = "embedding.tokens"
 # A call span's: the Triton model, under the name Triton's spans use.
 TRITON_MODEL_ATTRIBUTE = "triton.model_name"
 # W3C trace flags: the gateway records every request it passes a context of
@@ -211,6 +213,11 @@ class RequestTrace:
         """The model the request names and its number of inputs."""
         if self._route is not None:
             self._route.attributes.update({MODEL_ATTRIBUTE: model, TEXTS_ATTRIBUTE: texts})
+
+    def count_tokens(self, tokens: int) -> None:
+        """The request's tokens, as its answer's usage counts them."""
+        if self._route is not None:
+            self._route.attributes[TOKENS_ATTRIBUTE] = tokens
 
     @contextmanager
     def span(self, name: str) -> Iterator[None]:
