@@ -21,8 +21,8 @@ The edge's own spans (server/edge/tracing.py), with the launcher's tenants
 and traces: through the edge a request is one trace, the caller's span
 over the edge's, the edge's over Triton's, the trace id answered; without
 a context a new trace rooted at the edge; through the gateway too, the
-gateway's call span over the edge's; Triton is sent only the contexts the
-edge traces; a collector that is down fails no request, and the failed
+gateway's call span over the edge's; a refusal at the edge has the edge's
+span alone; Triton is sent only the contexts the edge traces; a collector that is down fails no request, and the failed
 exports are logged with their count.
 
 Without Jaeger the tests that need it skip, saying so."""
@@ -1180,6 +1180,31 @@ def test_through_a_traced_edge_a_request_is_one_trace_with_the_edges_span(
     assert all(trace_id and re.fullmatch("[0-9a-f]{32}", trace_id) for trace_id in new_ids)
     new = first_joined(jaeger, [Caller(str(i), "") for i in new_ids], _edge_complete)[1]
     check_edge_span(new, None, protocol)
+
+
+def test_a_refusal_at_the_edge_is_traced(
+    traced_launcher: RunningServer, jaeger: RunningJaeger
+) -> None:
+    """A request the edge refuses (an unknown key) has the edge's span,
+    with the refusal's status, under the caller's, and nothing of Triton's."""
+    caller = Caller.new()
+    request = urllib.request.Request(
+        f"http://{traced_launcher.http_url}/v2/models/embed/infer",
+        data=b"{}",
+        headers={"authorization": "Bearer not-a-key", "traceparent": caller.traceparent},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=TRACE_TIMEOUT_S)
+    assert refused.value.code == 401
+    trace = jaeger.wait_for(
+        lambda: jaeger.trace(caller.trace_id),
+        lambda trace: bool(trace.named(EDGE_SPAN)),
+        TRACE_TIMEOUT_S,
+    )
+    (edge,) = trace.spans
+    assert edge.name == EDGE_SPAN and edge.parent_id == caller.span_id, edge
+    assert edge.tags["http.status_code"] == "401", edge.tags
+    assert trace.service_names == {EDGE_SERVICE}
 
 
 def test_a_traced_edge_sends_triton_only_the_contexts_it_traces(tmp_path: Path) -> None:
