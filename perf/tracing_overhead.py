@@ -30,7 +30,7 @@ which requests are traced.
     .venv/bin/python -m perf.tracing_overhead [--results perf/results/debian12-2core]
 
 Writes tracing_overhead.md into the results folder and perf_analyzer's CSVs
-into its tracing_overhead/ subfolder. Takes about 12 minutes on 2 cores.
+into its tracing_overhead/ subfolder. Takes about 8 minutes on 2 cores.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ with the edge in front the launcher serves Triton's own share as 0.
 The span's attributes beyond Envoy's own (method, URL, status, upstream
 cluster, request id): the tenant (`embedding.tenant`, from auth.lua's
 x-tenant), the model a request names and, for a tenant with a texts
-quota, its texts (`embedding.model`, `embedding.texts`, from body.lua's
-dynamic metadata).
+quota, its texts (`embedding.model`, `embedding.texts`, which auth.lua
+and body.lua put in the request's dynamic metadata).
 
 Drops: Envoy exports from each worker every second, or as soon as 512
 spans wait, holds at most MAX_CACHED_SPANS per worker, and bounds each
@@ -54,7 +54,7 @@ from server.tracing import DEFAULT_SAMPLING, TRACES_PATH
 SERVICE_NAME = "embedding-edge"
 SPAN_NAME = "edge"
 COLLECTOR_CLUSTER = "edge_otlp_collector"
-# Where body.lua puts what the span's attributes read.
+# Where the Lua filters put what the span's attributes read.
 METADATA_NAMESPACE = "edge"
 TENANT_ATTRIBUTE = "embedding.tenant"
 MODEL_ATTRIBUTE = "embedding.model"
