@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,7 +40,7 @@ from server.edge.config import (
     dynamic_files,
     listener_stat_prefix,
 )
-from server.edge.tracing import EdgeTracing, Exports, export_stats_filter
+from server.edge.tracing import EXPORTS_COMPLETED, EXPORTS_SUCCEEDED, EdgeTracing, Exports
 from server.launch import EDGE_STOP_MARGIN_S
 from server.tenants import CatalogStages, Tenants, read_tenants
 
@@ -218,24 +219,24 @@ class Edge:
             self.process.kill()
             self.process.wait()
 
-    def requests_in_flight(self) -> int:
-        """At the public listeners, as Envoy counts them."""
-        query = urllib.parse.urlencode({"filter": ACTIVE_REQUESTS_STATS, "format": "json"})
+    def _counters(self, pattern: str) -> dict[str, int]:
+        """Envoy's counters and gauges whose names match `pattern` (a regex)."""
+        query = urllib.parse.urlencode({"filter": pattern, "format": "json"})
         with urllib.request.urlopen(
             f"{self.admin_url}/stats?{query}", timeout=ADMIN_TIMEOUT_S
         ) as reply:
             stats = json.loads(reply.read()).get("stats", [])
-        return sum(int(s.get("value", 0)) for s in stats if "value" in s)
+        return {s["name"]: int(s["value"]) for s in stats if "value" in s}
+
+    def requests_in_flight(self) -> int:
+        """At the public listeners, as Envoy counts them."""
+        return sum(self._counters(ACTIVE_REQUESTS_STATS).values())
 
     def exports(self) -> Exports:
         """The span exports to the collector, as Envoy counts them."""
-        query = urllib.parse.urlencode({"filter": export_stats_filter(), "format": "json"})
-        with urllib.request.urlopen(
-            f"{self.admin_url}/stats?{query}", timeout=ADMIN_TIMEOUT_S
-        ) as reply:
-            stats = json.loads(reply.read()).get("stats", [])
-        values = {s["name"].rsplit("_", 1)[-1]: int(s["value"]) for s in stats if "value" in s}
-        return Exports(completed=values.get("completed", 0), succeeded=values.get("2xx", 0))
+        names = (EXPORTS_COMPLETED, EXPORTS_SUCCEEDED)
+        counts = self._counters("^(" + "|".join(re.escape(name) for name in names) + ")$")
+        return Exports(counts.get(EXPORTS_COMPLETED, 0), counts.get(EXPORTS_SUCCEEDED, 0))
 
 
 class TenantsWatcher:

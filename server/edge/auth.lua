@@ -135,7 +135,7 @@ local function on_request(handle)
       return refuse(handle, grpc, 403,
         "this key may not call model " .. model:gsub("[^%w%._%-]", "?"))
     end
-    name_model(handle, model)
+    name_for_span(handle, "model", model)
   end
   headers:replace("x-tenant", tenant)
   headers:replace("x-edge-cluster", "tenant-" .. tenant .. protocol)

@@ -10,7 +10,8 @@
 -- holding its texts), STAGES (tenant -> the stages of its models it may
 -- read), PRIORITY (tenant -> Triton priority level) and
 -- TEXTS_PER_SECOND (tenant -> its texts quota, where it has one),
--- SPAN_METADATA (where the edge's span reads the model and the texts),
+-- SPAN_METADATA (where the edge's span reads the model and the texts, nil
+-- where the edge does not trace),
 -- common.lua and wire.lua (reading protobuf and JSON).
 
 -- shape[0] of the ModelInferRequest's input tensor (field 5) named `wanted`
@@ -78,7 +79,7 @@ local function count_texts(handle, grpc, headers, tenant, rows, why)
     return true
   end
   headers:replace("x-edge-texts", string.format("%d", rows))
-  handle:streamInfo():dynamicMetadata():set(SPAN_METADATA, "texts", string.format("%d", rows))
+  name_for_span(handle, "texts", string.format("%d", rows))
   return false
 end
 
@@ -109,7 +110,7 @@ local function on_grpc(handle, headers, tenant, method)
     return refuse(handle, true, 403, "this key may not call model "
       .. model:gsub("[^%w%._%-]", "?"))
   end
-  if model ~= "" then name_model(handle, model) end
+  if model ~= "" then name_for_span(handle, "model", model) end
   if method == "ModelInfer" then
     if TEXTS_PER_SECOND[tenant] then
       local rows, why = grpc_rows(bytes, 6, #bytes, MODELS[tenant][model])

@@ -32,8 +32,9 @@ local function fail_closed(filter, on_request)
   end
 end
 
--- What the edge's span names (server/edge/tracing.py): the model a request
--- is for, once the tenant may use it.
-local function name_model(handle, model)
-  handle:streamInfo():dynamicMetadata():set(SPAN_METADATA, "model", model)
+-- What the edge's span names (server/edge/tracing.py), where it traces
+-- (SPAN_METADATA set): the model a request is for, once the tenant may use
+-- it, and the texts counted.
+local function name_for_span(handle, key, value)
+  if SPAN_METADATA then handle:streamInfo():dynamicMetadata():set(SPAN_METADATA, key, value) end
 end

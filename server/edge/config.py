@@ -319,8 +319,9 @@ def _lua(name: str) -> dict[str, Any]:
     }
 
 
-def lua_tables(tenants: Tenants) -> str:
-    """The tenant tables the Lua filters read, as Lua source."""
+def lua_tables(tenants: Tenants, traced: bool = False) -> str:
+    """The tenant tables the Lua filters read, as Lua source; `traced`:
+    where the edge's span reads what they name (nil: nothing to name)."""
 
     def string(value: str) -> str:
         # json.dumps of an ASCII string is a valid Lua string literal; the
@@ -354,15 +355,15 @@ def lua_tables(tenants: Tenants) -> str:
         f"local PRIORITY = {{{priority}}}\n"
         f"local TEXTS_PER_SECOND = {{{texts}}}\n"
         f"local RETRY_AFTER_S = {RETRY_AFTER_S}\n"
-        f"local SPAN_METADATA = {string(METADATA_NAMESPACE)}\n"
+        f"local SPAN_METADATA = {string(METADATA_NAMESPACE) if traced else 'nil'}\n"
     )
 
 
-def routes(tenants: Tenants) -> dict[str, Any]:
+def routes(tenants: Tenants, traced: bool = False) -> dict[str, Any]:
     """The RouteConfiguration of both listeners."""
     # The cluster is the tenant's for the request's protocol (auth.lua
     # names it), so one route, one token bucket, per tenant.
-    tables = lua_tables(tenants)
+    tables = lua_tables(tenants, traced)
     lua = {
         source: {
             "@type": LUA_ROUTE_TYPE,
@@ -550,7 +551,7 @@ def dynamic_files(
     version Envoy serves."""
     resources = {
         CLUSTERS_FILE: (clusters(tenants, ports, traced), CLUSTER_TYPE),
-        ROUTES_FILE: ([routes(tenants)], ROUTE_TYPE),
+        ROUTES_FILE: ([routes(tenants, traced)], ROUTE_TYPE),
     }
     files = {}
     for name, (items, type_url) in resources.items():

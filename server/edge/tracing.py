@@ -235,9 +235,9 @@ def upstream_filters() -> list[dict[str, Any]]:
     ]
 
 
-def export_stats_filter() -> str:
-    """The admin /stats filter of what the drop log reads."""
-    return f"^cluster\\.{COLLECTOR_CLUSTER}\\.upstream_rq_(completed|2xx)$"
+# The collector cluster's counts of exports, ended and succeeded.
+EXPORTS_COMPLETED = f"cluster.{COLLECTOR_CLUSTER}.upstream_rq_completed"
+EXPORTS_SUCCEEDED = f"cluster.{COLLECTOR_CLUSTER}.upstream_rq_2xx"
 
 
 @dataclass(frozen=True)
