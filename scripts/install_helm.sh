@@ -41,8 +41,9 @@ ldflags=(
   "-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$K8S_MAJOR"
   "-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$K8S_MINOR"
 )
-GOBIN=$BIN GOFLAGS=-buildvcs=false \
-  go install -trimpath -ldflags="${ldflags[*]}" "helm.sh/helm/v3/cmd/helm@$VERSION"
+. scripts/lib/go_build.sh
+go_build_dir helm
+GOBIN=$BIN go_logged go install -trimpath -ldflags="${ldflags[*]}" "helm.sh/helm/v3/cmd/helm@$VERSION"
 "$HELM" version --template '{{.Version}}' | grep -qx "$VERSION" || {
   log "built $HELM, but it does not report $VERSION"
   exit 1

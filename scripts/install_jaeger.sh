@@ -40,18 +40,19 @@ command -v go >/dev/null || {
 
 log "building jaeger $VERSION with $(go version | cut -d' ' -f3) (a few minutes)"
 mkdir -p "$BIN"
-# Built beside the final path and moved there: the move is a rename, so an
-# interrupted build never leaves a half-written jaeger that the check above
-# would take.
-work=$(mktemp -d "$BIN/../jaeger-build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# Built in the throwaway folder beside the final path and moved there: the
+# move is a rename, so an interrupted build never leaves a half-written
+# jaeger that the check above would take.
+. scripts/lib/go_build.sh
+go_build_dir jaeger
 (
-  cd "$work"
-  go mod init jaeger-build
-  go get -tool "$MODULE/cmd/jaeger@$VERSION"
-  GOBIN=$work/bin GOFLAGS=-buildvcs=false go install -trimpath -ldflags="-s -w" tool
+  mkdir "$GO_BUILD/module"
+  cd "$GO_BUILD/module"
+  go_logged go mod init jaeger-build
+  go_logged go get -tool "$MODULE/cmd/jaeger@$VERSION"
+  GOBIN=$GO_BUILD/bin go_logged go install -trimpath -ldflags="-s -w" tool
 )
-mv "$work/bin/jaeger" "$JAEGER"
+mv "$GO_BUILD/bin/jaeger" "$JAEGER"
 [ "$(built_version "$JAEGER")" = "$VERSION" ] || {
   log "built $JAEGER, but its build info does not name $MODULE $VERSION"
   exit 1

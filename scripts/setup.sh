@@ -46,19 +46,46 @@ requirement_files() {
   done
 }
 
+# The hash of REQUIREMENTS and the files it includes.
+requirements_hash() {
+  requirement_files "$1" | xargs cat | sha256sum | cut -d' ' -f1
+}
+
+# venv_current DIR REQUIREMENTS: whether DIR was installed from these.
+venv_current() {
+  [ -f "$1/.requirements.sha256" ] &&
+    [ "$(cat "$1/.requirements.sha256")" = "$(requirements_hash "$2")" ]
+}
+
 # venv DIR REQUIREMENTS: (re)installs when the requirements file, or one it
-# includes, changed.
+# includes, changed. Each failure returns at once: where the caller is a
+# condition (an && list), errexit does not stop a function.
 venv() {
-  local dir=$1 requirements=$2 stamp="$1/.requirements.sha256"
-  local wanted
-  wanted=$(requirement_files "$requirements" | xargs cat | sha256sum | cut -d' ' -f1)
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
-    return
-  fi
+  local dir=$1 requirements=$2
+  venv_current "$dir" "$requirements" && return 0
   log "creating $dir from $requirements"
-  python3 -m venv "$dir"
-  "$dir/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-  echo "$wanted" >"$stamp"
+  rm -f "$dir/.requirements.sha256"
+  python3 -m venv "$dir" || return
+  "$dir/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
+    -r "$requirements" || return
+  requirements_hash "$requirements" >"$dir/.requirements.sha256"
+}
+
+# Both environments from nothing, at once, with the Go builds and the
+# export, came to about 12 GiB at their fullest (Debian 12, 2026-11-27; the
+# export environment's torch with its CUDA libraries alone is 6.2 GiB). With
+# less free, a set-up that would fail part-way through pip or a Go build is
+# refused before it starts, with the reason.
+NEEDED_MIB=12288
+disk_space() {
+  venv_current .venv-export requirements/export.txt &&
+    venv_current .venv requirements/serve.txt && return 0
+  local free
+  free=$(df -Pm . | awk 'NR == 2 { print $4 }')
+  if [ "$free" -lt "$NEEDED_MIB" ]; then
+    log "$free MiB free on $(df -P . | awk 'NR == 2 { print $6 }'), and a set-up from nothing needs about $NEEDED_MIB MiB: free some and re-run"
+    exit 1
+  fi
 }
 
 build_backend() {
@@ -94,6 +121,31 @@ export_model() {
   .venv-export/bin/python export/export_openvino.py --repository "$repository"
 }
 
+serving_and_tools() {
+  venv .venv requirements/serve.txt
+  scripts/install_perf_analyzer.sh
+  scripts/install_helm.sh
+  scripts/install_jaeger.sh
+}
+
+# Steps running in the background, each its own process group (set -m), so
+# that a failed set-up stops them, children and all, rather than leaving
+# them writing on or holding the caller's output open.
+background=()
+in_background() {
+  set -m
+  "$@" &
+  background+=("$!")
+  set +m
+}
+stop_background() {
+  local pid
+  for pid in "${background[@]}"; do
+    kill -- "-$pid" 2>/dev/null || true
+  done
+}
+trap stop_background EXIT
+
 # Independent steps run side by side: pip mostly waits on downloads and
 # unpacking, so the export environment (torch, the largest) overlaps the
 # serving one, the tools (a download with its pip, and two Go builds, one
@@ -101,10 +153,10 @@ export_model() {
 # runs alone: it times the CPU engines to choose one.
 # `wait PID` fails the set-up with the step's own exit status.
 system_packages
-venv .venv-export requirements/export.txt &
+disk_space
+in_background venv .venv-export requirements/export.txt
 export_venv=$!
-(venv .venv requirements/serve.txt && scripts/install_perf_analyzer.sh &&
-  scripts/install_helm.sh && scripts/install_jaeger.sh) &
+in_background serving_and_tools
 serving=$!
 build_backend
 wait "$serving"
