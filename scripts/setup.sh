@@ -71,12 +71,12 @@ venv() {
   requirements_hash "$requirements" >"$dir/.requirements.sha256"
 }
 
-# Both environments from nothing, at once, with the Go builds and the
-# export, came to about 12 GiB at their fullest (Debian 12, 2026-11-27; the
-# export environment's torch with its CUDA libraries alone is 6.2 GiB). With
-# less free, a set-up that would fail part-way through pip or a Go build is
-# refused before it starts, with the reason.
-NEEDED_MIB=12288
+# A set-up from nothing took 11.6 GiB at its fullest, during the Jaeger
+# build, and keeps 7.7 GiB (Debian 12, 2026-11-27; the export environment's
+# torch with its CUDA libraries is 6.2 GiB). With less than that and a
+# margin free, a set-up that would fail part-way through pip or a Go build
+# is refused before it starts, with the reason.
+NEEDED_MIB=13312
 disk_space() {
   venv_current .venv-export requirements/export.txt &&
     venv_current .venv requirements/serve.txt && return 0
