@@ -1245,6 +1245,50 @@ def test_a_traced_edge_sends_triton_only_the_contexts_it_traces(tmp_path: Path) 
         assert answered == [None, None, None, sampled.trace_id], answers
 
 
+def test_a_traced_edge_passes_triton_a_bounded_number_of_contexts_a_second(
+    tmp_path: Path,
+) -> None:
+    """A caller that sends a sampled context with every request does not
+    choose Triton's traced rate: of a burst over one tenant's gRPC
+    cluster, at most TRITON_TRACED_PER_SECOND contexts per clock second
+    reach Triton, the rest none; every request is answered with its trace
+    id, as the edge traces them all."""
+    budget = edge_tracing.TRITON_TRACED_PER_SECOND
+    callers = [Caller.new() for _ in range(3 * budget)]
+    closed = f"http://127.0.0.1:{free_loopback_port()}"
+    with (
+        recording_triton() as (fake, grpc_seen, _),
+        running_edge(
+            fake,
+            _edge_tenants(tmp_path / "tenants.toml"),
+            tmp_path / "state",
+            tracing=edge_tracing.EdgeTracing(closed, 0.0),
+        ) as edge,
+    ):
+        first_second = int(time.time())
+        answered = [
+            _edge_infer(grpcclient, edge.grpc_url, {"traceparent": caller.traceparent})
+            for caller in callers
+        ]
+        seconds = int(time.time()) - first_second + 1
+    assert answered == [caller.trace_id for caller in callers]
+    passed = [each["traceparent"] for each in grpc_seen if "traceparent" in each]
+    assert len(grpc_seen) == len(callers)
+    assert budget <= len(passed) <= budget * seconds, (len(passed), seconds)
+    sent = {caller.trace_id for caller in callers}
+    assert {traceparent.split("-")[1] for traceparent in passed} <= sent
+
+
+@pytest.mark.parametrize(("workers", "share"), [(1, 10), (2, 5), (3, 3), (16, 1)])
+def test_each_envoy_worker_passes_on_its_share_of_the_contexts(workers: int, share: int) -> None:
+    """Each worker counts in a Lua state of its own: the bound is split
+    between them, never below one a second."""
+    assert edge_tracing.TRITON_TRACED_PER_SECOND == 10
+    (lua, _) = edge_tracing.upstream_filters(workers)
+    source = lua["typed_config"]["default_source_code"]["inline_string"]
+    assert source.startswith(f"local TRACED_PER_SECOND = {share}\n"), source[:80]
+
+
 def test_a_traced_edge_whose_collector_is_unreachable_fails_no_request_and_logs_the_drops(
     server: RunningServer, tmp_path: Path
 ) -> None:

@@ -162,7 +162,9 @@ class Edge:
         )
 
     def _write(self, tenants: Tenants) -> None:
-        files = dynamic_files(tenants, self.ports, self.tracing is not None)
+        files = dynamic_files(
+            tenants, self.ports, None if self.tracing is None else self.concurrency
+        )
         self.cluster_version = files[CLUSTERS_FILE][0]
         self.version = files[ROUTES_FILE][0]
         # Clusters first: a route must never name a cluster Envoy lacks.

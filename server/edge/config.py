@@ -471,23 +471,34 @@ def cluster_name(tenant: Tenant, protocol: str) -> str:
     return f"tenant-{tenant.name}-{protocol}"
 
 
-def clusters(tenants: Tenants, ports: EdgePorts, traced: bool = False) -> list[dict[str, Any]]:
+def clusters(
+    tenants: Tenants, ports: EdgePorts, traced_by_workers: int | None = None
+) -> list[dict[str, Any]]:
     """One cluster per tenant and protocol, all to the same Triton; when the
-    edge traces, each with the upstream filter of server/edge/tracing.py."""
+    edge traces (with `traced_by_workers` Envoy workers), each with the
+    upstream filter of server/edge/tracing.py."""
     result = []
     for protocol in ("http", "grpc"):
-        result.append(_cluster(f"open-{protocol}", protocol, ports, None, traced))
+        result.append(_cluster(f"open-{protocol}", protocol, ports, None, traced_by_workers))
         for tenant in tenants.tenants:
             result.append(
                 _cluster(
-                    cluster_name(tenant, protocol), protocol, ports, tenant.max_in_flight, traced
+                    cluster_name(tenant, protocol),
+                    protocol,
+                    ports,
+                    tenant.max_in_flight,
+                    traced_by_workers,
                 )
             )
     return result
 
 
 def _cluster(
-    name: str, protocol: str, ports: EdgePorts, in_flight: int | None, traced: bool
+    name: str,
+    protocol: str,
+    ports: EdgePorts,
+    in_flight: int | None,
+    traced_by_workers: int | None,
 ) -> dict[str, Any]:
     port = ports.triton_http if protocol == "http" else ports.triton_grpc
     cluster: dict[str, Any] = {
@@ -505,9 +516,9 @@ def _cluster(
     options: dict[str, Any] = {}
     if protocol == "grpc":
         options["explicit_http_config"] = {"http2_protocol_options": {}}
-    if traced:
+    if traced_by_workers is not None:
         options.setdefault("explicit_http_config", {"http_protocol_options": {}})
-        options["http_filters"] = upstream_filters()
+        options["http_filters"] = upstream_filters(traced_by_workers)
     if options:
         cluster["typed_extension_protocol_options"] = {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
@@ -543,14 +554,16 @@ ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 
 
 def dynamic_files(
-    tenants: Tenants, ports: EdgePorts, traced: bool = False
+    tenants: Tenants, ports: EdgePorts, traced_by_workers: int | None = None
 ) -> dict[str, tuple[str, str]]:
     """File name -> (version, content) of every file Envoy watches, for
-    these tenants. Each version is its own resources' digest: Envoy keeps
-    a version only where the resources changed, so the edge can tell which
-    version Envoy serves."""
+    these tenants; `traced_by_workers`: Envoy's workers where the edge
+    traces, None where it does not. Each version is its own resources'
+    digest: Envoy keeps a version only where the resources changed, so the
+    edge can tell which version Envoy serves."""
+    traced = traced_by_workers is not None
     resources = {
-        CLUSTERS_FILE: (clusters(tenants, ports, traced), CLUSTER_TYPE),
+        CLUSTERS_FILE: (clusters(tenants, ports, traced_by_workers), CLUSTER_TYPE),
         ROUTES_FILE: ([routes(tenants, traced)], ROUTE_TYPE),
     }
     files = {}

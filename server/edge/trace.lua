@@ -6,7 +6,22 @@
 -- Envoy writes "00-<trace id>-<span id>-<flags>"; a context Envoy could not
 -- read is passed on as the client sent it, and removed here too: Triton
 -- would read it as none.
+-- Of the sampled ones, at most TRACED_PER_SECOND (set above this file, this
+-- worker's share) are passed on each clock second; the rest are removed,
+-- the request traced at the edge only.
 local SAMPLED = "^00%-(%x+)%-%x+%-%x(%x)$"
+
+local second, passed = -1, 0
+
+local function within_budget()
+  local now = os.time()
+  if now ~= second then
+    second, passed = now, 0
+  end
+  if passed >= TRACED_PER_SECOND then return false end
+  passed = passed + 1
+  return true
+end
 
 function envoy_on_request(handle)
   local headers = handle:headers()
@@ -17,7 +32,7 @@ function envoy_on_request(handle)
   local trace, flags = context:match(SAMPLED)
   if trace ~= nil and #trace == 32 and tonumber(flags, 16) % 2 == 1 then
     handle:streamInfo():dynamicMetadata():set("edge.trace", "id", trace)
-    return
+    if within_budget() then return end
   end
   headers:remove("traceparent")
   headers:remove("tracestate")

@@ -24,7 +24,13 @@ context whatever its sampled flag (server/tracing.py); Triton 2.51 dies of
 tracing at high rates (docs/operations.md, "Keep the traced rate low").
 The filter runs after the tracer has set the context and removes an
 unsampled one, so Triton traces exactly the requests the edge traced;
-with the edge in front the launcher serves Triton's own share as 0.
+with the edge in front the launcher serves Triton's own share as 0. It
+also bounds what a caller can make Triton trace: a client that sends a
+sampled context with every request would otherwise choose the rate. Each
+cluster to Triton (a tenant's requests over one protocol) passes on at
+most TRITON_TRACED_PER_SECOND sampled contexts a second; beyond them,
+Triton is sent none, and the request is served and traced at the edge
+only.
 
 The span's attributes beyond Envoy's own (method, URL, status, upstream
 cluster, request id): the tenant (`embedding.tenant`, from auth.lua's
@@ -68,6 +74,12 @@ EXPORT_TIMEOUT_S = 2
 # at once (counted as an overflow) rather than queueing.
 MAX_EXPORTS_IN_FLIGHT = 8
 DROP_LOG_INTERVAL_S = 10.0
+# Per cluster to Triton, so per tenant and protocol. Triton traced 100
+# requests a second for minutes here and died within seconds at 190
+# (docs/operations.md, "Keep the traced rate low"); a tenant over both
+# protocols reaches 20, and the default ratio at this machine's peak
+# (about 1800 texts/s, 8 to a request) traces about 2.
+TRITON_TRACED_PER_SECOND = 10
 LUA_TYPE = "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua"
 UPSTREAM_FILTER = (Path(__file__).resolve().parent / "trace.lua").read_text()
 
@@ -215,14 +227,19 @@ def collector_cluster(tracing: EdgeTracing) -> dict[str, Any]:
     return cluster
 
 
-def upstream_filters() -> list[dict[str, Any]]:
-    """The HTTP filters of a cluster to Triton: trace.lua, then the codec."""
+def upstream_filters(workers: int) -> list[dict[str, Any]]:
+    """The HTTP filters of a cluster to Triton: trace.lua, then the codec.
+    Each of Envoy's `workers` counts in a Lua state of its own, so each
+    passes on its share of the contexts."""
+    share = max(1, TRITON_TRACED_PER_SECOND // workers)
     return [
         {
             "name": "edge.trace",
             "typed_config": {
                 "@type": LUA_TYPE,
-                "default_source_code": {"inline_string": UPSTREAM_FILTER},
+                "default_source_code": {
+                    "inline_string": f"local TRACED_PER_SECOND = {share}\n{UPSTREAM_FILTER}"
+                },
             },
         },
         {
