@@ -38,6 +38,7 @@ class Span:
     # The span it is a child of (CHILD_OF), in this trace or the caller's.
     parent_id: str | None
     name: str
+    service: str
     start_us: int
     duration_us: int
     tags: dict[str, Any]
@@ -67,7 +68,7 @@ class Trace:
         return [span for span in self.spans if span.parent_id == parent.span_id]
 
 
-def _span(raw: dict[str, Any]) -> Span:
+def _span(raw: dict[str, Any], services: dict[str, str]) -> Span:
     parents = [ref["spanID"] for ref in raw.get("references", []) if ref["refType"] == "CHILD_OF"]
     events = []
     for log in raw.get("logs", []):
@@ -78,6 +79,7 @@ def _span(raw: dict[str, Any]) -> Span:
         span_id=raw["spanID"],
         parent_id=parents[0] if parents else None,
         name=raw["operationName"],
+        service=services[raw["processID"]],
         start_us=int(raw["startTime"]),
         duration_us=int(raw["duration"]),
         tags={tag["key"]: tag["value"] for tag in raw.get("tags", [])},
@@ -86,8 +88,9 @@ def _span(raw: dict[str, Any]) -> Span:
 
 
 def _trace(raw: dict[str, Any]) -> Trace:
-    services = frozenset(process["serviceName"] for process in raw["processes"].values())
-    return Trace(raw["traceID"], tuple(_span(span) for span in raw["spans"]), services)
+    services = {pid: process["serviceName"] for pid, process in raw["processes"].items()}
+    spans = tuple(_span(span, services) for span in raw["spans"])
+    return Trace(raw["traceID"], spans, frozenset(services.values()))
 
 
 @dataclass(frozen=True)
