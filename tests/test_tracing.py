@@ -1207,6 +1207,26 @@ def test_a_refusal_at_the_edge_is_traced(
     assert trace.service_names == {EDGE_SERVICE}
 
 
+@contextmanager
+def traced_edge_before_a_recorder(
+    tmp_path: Path,
+) -> Iterator[tuple[RunningEdge, list[dict[str, str]], list[dict[str, str]]]]:
+    """An edge that traces at ratio 0 (its collector a closed port) in
+    front of recording_triton: the edge, and what each request to Triton's
+    gRPC and HTTP ports carried."""
+    closed = f"http://127.0.0.1:{free_loopback_port()}"
+    with (
+        recording_triton() as (fake, grpc_seen, http_seen),
+        running_edge(
+            fake,
+            _edge_tenants(tmp_path / "tenants.toml"),
+            tmp_path / "state",
+            tracing=edge_tracing.EdgeTracing(closed, 0.0),
+        ) as edge,
+    ):
+        yield edge, grpc_seen, http_seen
+
+
 def test_a_traced_edge_sends_triton_only_the_contexts_it_traces(tmp_path: Path) -> None:
     """What Triton is sent through an edge that traces, seen where Triton
     would be: at ratio 0, nothing for a request without a context, one
@@ -1219,17 +1239,8 @@ def test_a_traced_edge_sends_triton_only_the_contexts_it_traces(tmp_path: Path) 
         {"traceparent": "not a traceparent"},
         {"traceparent": sampled.traceparent, "tracestate": "caller=1"},
     ]
-    closed = f"http://127.0.0.1:{free_loopback_port()}"
     answers: dict[str, list[str | None]] = {}
-    with (
-        recording_triton() as (fake, grpc_seen, http_seen),
-        running_edge(
-            fake,
-            _edge_tenants(tmp_path / "tenants.toml"),
-            tmp_path / "state",
-            tracing=edge_tracing.EdgeTracing(closed, 0.0),
-        ) as edge,
-    ):
+    with traced_edge_before_a_recorder(tmp_path) as (edge, grpc_seen, http_seen):
         for module in (grpcclient, httpclient):
             url = edge.http_url if module is httpclient else edge.grpc_url
             answers[module.__name__] = [_edge_infer(module, url, c) for c in contexts]
@@ -1255,16 +1266,7 @@ def test_a_traced_edge_passes_triton_a_bounded_number_of_contexts_a_second(
     id, as the edge traces them all."""
     budget = edge_tracing.TRITON_TRACED_PER_SECOND
     callers = [Caller.new() for _ in range(3 * budget)]
-    closed = f"http://127.0.0.1:{free_loopback_port()}"
-    with (
-        recording_triton() as (fake, grpc_seen, _),
-        running_edge(
-            fake,
-            _edge_tenants(tmp_path / "tenants.toml"),
-            tmp_path / "state",
-            tracing=edge_tracing.EdgeTracing(closed, 0.0),
-        ) as edge,
-    ):
+    with traced_edge_before_a_recorder(tmp_path) as (edge, grpc_seen, _):
         first_second = int(time.time())
         answered = [
             _edge_infer(grpcclient, edge.grpc_url, {"traceparent": caller.traceparent})
