@@ -1,6 +1,6 @@
-"""A caller that sends a sampled trace context with every request, at the
-server's peak, through the edge with traces on: how many requests Triton
-was made to trace a second, and whether it stayed up.
+"""A caller that sends a sampled trace context with every request, from 16
+clients, through the edge with traces on: how many requests Triton was
+made to trace a second, and whether it stayed up.
 
 Triton 2.51 dies of tracing at high rates (docs/operations.md, "Keep the
 traced rate low"), and it traces every request that carries a context; the

@@ -1,7 +1,7 @@
 """scripts/setup.sh stops at the first step that fails, with that step's
 reason, and refuses to start where the disk cannot hold a set-up from
-nothing: a CI run once went on past pip's "No space left on device" until
-its time ran out.
+nothing: a CI run once went on past pip's "No space left on device", and
+never finished.
 
 Each test runs the real script on a copy of the parts of the tree it reads.
 """
