@@ -224,8 +224,8 @@ def priority(
 class FaultResult:
     outcomes: list[Outcome]
     killed_at_s: float
-    stubs_before: int
-    stubs_after: int
+    stubs_before: tuple[int, ...]  # the model's stub pids
+    stubs_after: tuple[int, ...]
 
     @property
     def recovery_s(self) -> float:
@@ -263,7 +263,7 @@ def kill_stub(
 
     outcomes, killed_at = asyncio.run(run())
     return FaultResult(
-        outcomes, killed_at, len(stubs), len(python_stubs(server_pid).get(model, []))
+        outcomes, killed_at, tuple(stubs), tuple(python_stubs(server_pid).get(model, []))
     )
 
 

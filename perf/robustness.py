@@ -94,10 +94,10 @@ def report(workdir: Path, seconds: float) -> list[str]:
         f"{_latency_cell(ranked.interactive)}; the same trickle as bulk "
         f"{_latency_cell(ranked.bulk_labelled_trickle)}; bulk {bulk_ok / ranked.seconds:.1f} "
         "req/s |",
-        f"| stub kill | SIGKILL to 1 of {fault.stubs_before} embedder stubs under load at half "
+        f"| stub kill | SIGKILL to 1 of {len(fault.stubs_before)} embedder stubs under load at half "
         f"capacity | sent {len(fault.outcomes)}, answered {len(fault.outcomes)}, failed "
         f"{dict(fault_failures)}; recovered (watchdog reload) {fault.recovery_s:.1f} s after "
-        f"the kill; stubs after: {fault.stubs_after} |",
+        f"the kill; stubs after: {len(fault.stubs_after)} |",
         f"| fuzz | {fuzzed.iterations} random bodies, shapes, datatypes, parameters | answers "
         f"{dict(fuzzed.answers)}; unanswered {fuzzed.transport_failures}; ready after: "
         f"{fuzzed.ready_after} |",

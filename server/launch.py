@@ -474,7 +474,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     http_url = endpoints.http_address
     headers = {ADMIN_KEY_HEADER: admin_key} if admin_key else {}
-    watchdog = StubWatchdog(server.pid, http_url, headers)
+    watchdog = StubWatchdog(server.pid, http_url, headers, orphan_grace_s=EXIT_TIMEOUT_S)
     watchdog.start()
     stopping = threading.Event()
 

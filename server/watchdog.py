@@ -1,21 +1,27 @@
 """Bring back a Python-backend model whose stub process died.
 
 Triton 2.51 does not restart a dead stub: the instance then fails every
-request routed to it ("Stub process ... is not healthy"). The watchdog counts
-each Python model's stub processes once the server is ready and, when a count
-drops, reloads that model (unload, then load) through the model-repository
-API, which starts fresh stubs. A reload that fails is retried with
-exponential backoff, so a model that cannot load does not keep the server
-busy reloading it.
+request routed to it ("Stub process ... is not healthy"). The watchdog notes
+each Python model's stub processes once the server is ready and, when one of
+them is gone, reloads that model (unload, then load) through the
+model-repository API, which starts fresh stubs; from then on it watches
+those. A reload that fails is retried with exponential backoff, so a model
+that cannot load does not keep the server busy reloading it.
+
+Where the stub died with requests in flight, Triton never finishes unloading
+the old instances: their other stubs live on, serving nothing, each holding
+its copy of the model. Those still there a grace period after the reload
+(what requests in flight were given) are killed.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections import Counter
 from collections.abc import Iterator
 
 from server.health import python_stubs, server_ready
@@ -65,14 +71,20 @@ class ReloadBackoff:
 
 
 class StubWatchdog(threading.Thread):
-    def __init__(self, server_pid: int, http_url: str, headers: dict[str, str]) -> None:
+    def __init__(
+        self, server_pid: int, http_url: str, headers: dict[str, str], orphan_grace_s: float
+    ) -> None:
         super().__init__(name="stub-watchdog", daemon=True)
         self._stopping = threading.Event()
         self._abandoned = threading.Event()
         self._server_pid = server_pid
         self._http_url = http_url
         self._headers = headers
+        self._orphan_grace_s = orphan_grace_s
         self._backoff = ReloadBackoff()
+        # Stubs of old instances a reload left, by pid: their model, and
+        # when they are killed.
+        self._orphans: dict[int, tuple[str, float]] = {}
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """Stops watching and waits up to `timeout_s` for a reload in progress
@@ -90,26 +102,35 @@ class StubWatchdog(threading.Thread):
         while not server_ready(self._http_url):
             if self._stopping.wait(POLL_INTERVAL_S):
                 return
-        expected = self._counts()
-        _log(f"watching {sum(expected.values())} stub processes of {len(expected)} models")
+        watched = self._stubs()
+        _log(
+            f"watching {sum(len(pids) for pids in watched.values())} stub processes"
+            f" of {len(watched)} models"
+        )
         while not self._stopping.wait(POLL_INTERVAL_S):
-            current = self._counts()
-            for model, count in expected.items():
+            alive = self._stubs()
+            for model, pids in watched.items():
                 if self._stopping.is_set():
                     return
-                if current[model] < count and self._backoff.due(model, time.monotonic()):
-                    self._reload(model)
+                stubs = alive.get(model, set())
+                if pids - stubs and self._backoff.due(model, time.monotonic()):
+                    reloaded = self._reload(model, stubs)
+                    if reloaded is not None:
+                        watched[model] = reloaded
+            self._end_orphans()
 
-    def _counts(self) -> Counter[str]:
-        return Counter({model: len(pids) for model, pids in python_stubs(self._server_pid).items()})
+    def _stubs(self) -> dict[str, set[int]]:
+        return {model: set(pids) for model, pids in python_stubs(self._server_pid).items()}
 
-    def _reload(self, model: str) -> None:
+    def _reload(self, model: str, before: set[int]) -> set[int] | None:
+        """The model's new stubs (those not among `before`, its stubs when it
+        was found short of one), or None where the reload failed."""
         _log(f"a stub of '{model}' died; reloading the model", level="warning")
         for action in ("unload", "load"):
             # Once started, a reload runs to its end even while stopping: an
             # unloaded composing model would fail the requests being drained.
             if self._abandoned.is_set():
-                return
+                return None
             request = urllib.request.Request(
                 f"http://{self._http_url}/v2/repository/models/{model}/{action}",
                 data=b"{}",
@@ -125,6 +146,31 @@ class StubWatchdog(threading.Thread):
                     f"{action} of '{model}' failed ({error}); retrying in {delay:g} s",
                     level="warning",
                 )
-                return
+                return None
         self._backoff.succeeded(model)
+        after = self._stubs().get(model, set())
+        end_at = time.monotonic() + self._orphan_grace_s
+        for pid in after & before:
+            self._orphans.setdefault(pid, (model, end_at))
         _log(f"'{model}' reloaded")
+        return after - before
+
+    def _end_orphans(self) -> None:
+        now = time.monotonic()
+        due = {pid: model for pid, (model, end_at) in self._orphans.items() if end_at <= now}
+        if not due:
+            return
+        # Still this server's stub of that model: the pid was not reused.
+        stubs = self._stubs()
+        for pid, model in due.items():
+            del self._orphans[pid]
+            if pid in stubs.get(model, set()):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue  # it ended on its own meanwhile
+                _log(
+                    f"killed stub {pid} of an old '{model}' instance, left serving nothing"
+                    f" {self._orphan_grace_s:g} s after the reload",
+                    level="warning",
+                )

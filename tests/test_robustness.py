@@ -10,6 +10,10 @@ loose bounds."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,6 +39,7 @@ from harness.robustness import (
 )
 from harness.server import RunningServer
 from server.health import python_stubs
+from server.launch import EXIT_TIMEOUT_S
 
 OVERLOAD_SECONDS = 20.0
 OVERLOAD_MULTIPLES = (2.0, 4.0)
@@ -129,8 +134,44 @@ def test_killed_stub_fails_requests_then_recovers(
     failures = {outcome.status for outcome in fault.outcomes if not outcome.ok}
     assert failures <= {"StatusCode.INTERNAL", "StatusCode.NOT_FOUND", "StatusCode.UNAVAILABLE"}
     stubs = python_stubs(triton_server.tritonserver_pid)["embedder"]
-    assert len(stubs) >= fault.stubs_before
+    assert len(stubs) >= len(fault.stubs_before)
     _still_serves(triton_server)
+
+
+def _embedder_stubs_when(server: RunningServer, done: Callable[[set[int]], bool]) -> set[int]:
+    """The embedder's stub pids once `done` holds of them (by the time the
+    watchdog's grace for old instances has passed, and a reload more)."""
+    deadline = time.monotonic() + EXIT_TIMEOUT_S + RECOVERY_S
+    while True:
+        stubs = set(python_stubs(server.tritonserver_pid).get("embedder", []))
+        if done(stubs) or time.monotonic() > deadline:
+            return stubs
+        time.sleep(0.5)
+
+
+def test_a_killed_stubs_old_siblings_end_and_a_second_death_is_repaired(
+    triton_server: RunningServer, fault: FaultResult
+) -> None:
+    """Killed with requests in flight, a stub leaves its siblings in an old
+    instance Triton never finishes unloading: the watchdog kills them once
+    the grace has passed. It watches the new stubs, so a stub of theirs
+    killed next is replaced too, and no request fails afterwards."""
+    old = set(fault.stubs_before)
+    stubs = _embedder_stubs_when(
+        triton_server, lambda stubs: not stubs & old and len(stubs) == len(old)
+    )
+    assert not stubs & old and len(stubs) == len(old), (old, stubs)
+    victim = min(stubs)
+    os.kill(victim, signal.SIGKILL)
+    # Ready again: the ensembles are loaded back after the embedder.
+    stubs = _embedder_stubs_when(
+        triton_server,
+        lambda stubs: victim not in stubs and len(stubs) == len(old) and triton_server.is_ready(),
+    )
+    assert victim not in stubs and len(stubs) == len(old), (victim, stubs)
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    for n in range(4 * len(old)):
+        assert embed_float32(client, [f"after the second kill {n}"]).shape == (1, 384)
 
 
 @pytest.mark.timing
