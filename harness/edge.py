@@ -14,8 +14,10 @@ from harness.ports import StartError, free_loopback_ports
 from harness.server import EndpointUrls
 from server.edge import Edge, find_envoy
 from server.edge.config import EdgePorts
+from server.edge.plan import EnvoyPlan
 from server.edge.tracing import EdgeTracing
-from server.launch import EXIT_TIMEOUT_S, Endpoints
+from server.launch_plan import Endpoints
+from server.shutdown_timings import EXIT_TIMEOUT_S
 from server.tenants import CatalogStages, read_tenants
 
 
@@ -94,7 +96,7 @@ def running_edge(
     ports = EdgePorts(
         "127.0.0.1", http, grpc, admin, triton.host, triton.http_port, triton.grpc_port
     )
-    edge = Edge(ports, workdir, envoy, tracing=tracing)
+    edge = Edge(EnvoyPlan(ports, workdir, envoy, tracing=tracing))
     error = edge.start(tenants)
     if error is not None:
         raise EdgeStartError(error)
@@ -102,6 +104,18 @@ def running_edge(
         yield RunningEdge(edge, tenants_path, Endpoints("127.0.0.1", http, grpc, admin), catalog)
     finally:
         edge.stop(EXIT_TIMEOUT_S)
+
+
+@contextmanager
+def edge_for_tenants(
+    triton: Endpoints, tenants: str, workdir: Path, catalog: CatalogStages | None = None
+) -> Iterator[RunningEdge]:
+    """running_edge on a tenants file holding `tenants` (TOML), written in
+    `workdir`, the edge's state beside it."""
+    path = workdir / "tenants.toml"
+    path.write_text(tenants)
+    with running_edge(triton, path, workdir / "state", catalog) as running:
+        yield running
 
 
 def edge_command(

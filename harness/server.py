@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.ports import StartError, free_launcher_endpoints, wait_until_ready
 from server.health import child_pids, server_ready
-from server.launch import ADMIN_KEY_VARIABLE, Endpoints
+from server.launch_plan import ADMIN_KEY_VARIABLE, Endpoints
 from server.paths import REPO_ROOT, default_repositories
 
 STARTUP_TIMEOUT_S = 180
@@ -72,7 +72,7 @@ def running_server(
 ) -> Iterator[RunningServer]:
     """Starts tritonserver, yields once it is ready, stops it on exit.
     `python` runs the launcher, and the Python-backend stubs then use its
-    environment (server.launch.server_environment); default: this one.
+    environment (server.launch_plan.server_environment); default: this one.
     `extra_args`: more server.launch options (e.g. --otlp-endpoint=URL)."""
     endpoints = free_loopback_endpoints()
     command = [

@@ -1,4 +1,4 @@
-"""The tenants file: who may call the service through the edge (server/edge.py).
+"""The tenants file: who may call the service through the edge (server/edge/).
 
     [[tenants]]
     name = "search"                    # in stats, logs and the x-tenant header Triton sees
@@ -22,7 +22,7 @@ Standard library only, like the launcher.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,6 +159,10 @@ class _Lines:
         return max(start, 1)
 
 
+# Reports a problem with one key of a tenant's table (None: the table).
+_Report = Callable[[str | None, str], None]
+
+
 def _tenant(
     table: dict[str, object],
     index: int,
@@ -185,61 +189,62 @@ def _tenant(
     name = table["name"]
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         error("name", "'name' must be 1-63 of a-z, 0-9, '_', '-', starting with a letter or digit")
-
-    raw_hashes = table["key_sha256"]
-    hashes = [raw_hashes] if isinstance(raw_hashes, str) else raw_hashes
-    key_hashes: list[str] = []
-    if not isinstance(hashes, list) or not hashes:
-        error("key_sha256", "'key_sha256' must be a hex SHA-256 string or a non-empty list of them")
-    else:
-        for digest in hashes:
-            normal = digest.lower() if isinstance(digest, str) else ""
-            if not HASH_PATTERN.fullmatch(normal):
-                error("key_sha256", f"{digest!r} is not a hex SHA-256 (64 hex digits)")
-            elif normal in key_hashes:
-                error("key_sha256", f"key hash {normal[:12]}... is listed twice")
-            else:
-                key_hashes.append(normal)
-
-    rate = _bounded_int(table["requests_per_second"], MAX_REQUESTS_PER_SECOND)
-    if rate is None:
-        error(
-            "requests_per_second",
-            f"'requests_per_second' must be a whole number in 1..{MAX_REQUESTS_PER_SECOND}",
-        )
-    texts: int | None = None
-    if "texts_per_second" in table:
-        texts = _bounded_int(table["texts_per_second"], MAX_TEXTS_PER_SECOND)
-        if texts is None:
-            error(
-                "texts_per_second",
-                f"'texts_per_second' must be a whole number in 1..{MAX_TEXTS_PER_SECOND}",
-            )
-    in_flight = _bounded_int(table["max_in_flight"], MAX_IN_FLIGHT)
-    if in_flight is None:
-        error("max_in_flight", f"'max_in_flight' must be a whole number in 1..{MAX_IN_FLIGHT}")
-
+    key_hashes = _key_hashes(table["key_sha256"], error)
+    rate = _whole(table, "requests_per_second", MAX_REQUESTS_PER_SECOND, error)
+    texts = (
+        _whole(table, "texts_per_second", MAX_TEXTS_PER_SECOND, error)
+        if "texts_per_second" in table
+        else None
+    )
+    in_flight = _whole(table, "max_in_flight", MAX_IN_FLIGHT, error)
     priority = table["priority"]
     if priority not in PRIORITIES:
         error("priority", f"'priority' must be one of {', '.join(PRIORITIES)}, not {priority!r}")
-
-    models = table["models"]
-    if not isinstance(models, list) or not models:
-        error("models", "'models' must be a non-empty list of model names")
-        models = []
-    for model in models:
-        if not isinstance(model, str) or not MODEL_PATTERN.fullmatch(model):
-            error("models", f"{model!r} is not a Triton model name")
-        elif catalog is not None and model not in catalog:
-            error("models", f"model {model!r} is not in the catalog")
+    names = _models(table["models"], catalog, error)
     if errors:
         return errors
     assert isinstance(name, str) and isinstance(priority, str)
     assert rate is not None and in_flight is not None
-    names = tuple(str(m) for m in models)
     # An alias and its model's name share stages: each once.
     stages = () if catalog is None else tuple(dict.fromkeys(s for m in names for s in catalog[m]))
-    return Tenant(name, tuple(key_hashes), rate, priority, in_flight, names, texts, stages)
+    return Tenant(name, key_hashes, rate, priority, in_flight, names, texts, stages)
+
+
+def _key_hashes(raw: object, error: _Report) -> tuple[str, ...]:
+    """key_sha256's hashes, lowercase, each once."""
+    hashes = [raw] if isinstance(raw, str) else raw
+    if not isinstance(hashes, list) or not hashes:
+        error("key_sha256", "'key_sha256' must be a hex SHA-256 string or a non-empty list of them")
+        return ()
+    key_hashes: list[str] = []
+    for digest in hashes:
+        normal = digest.lower() if isinstance(digest, str) else ""
+        if not HASH_PATTERN.fullmatch(normal):
+            error("key_sha256", f"{digest!r} is not a hex SHA-256 (64 hex digits)")
+        elif normal in key_hashes:
+            error("key_sha256", f"key hash {normal[:12]}... is listed twice")
+        else:
+            key_hashes.append(normal)
+    return tuple(key_hashes)
+
+
+def _whole(table: dict[str, object], key: str, high: int, error: _Report) -> int | None:
+    value = _bounded_int(table[key], high)
+    if value is None:
+        error(key, f"{key!r} must be a whole number in 1..{high}")
+    return value
+
+
+def _models(raw: object, catalog: CatalogStages | None, error: _Report) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw:
+        error("models", "'models' must be a non-empty list of model names")
+        return ()
+    for model in raw:
+        if not isinstance(model, str) or not MODEL_PATTERN.fullmatch(model):
+            error("models", f"{model!r} is not a Triton model name")
+        elif catalog is not None and model not in catalog:
+            error("models", f"model {model!r} is not in the catalog")
+    return tuple(str(m) for m in raw)
 
 
 def _bounded_int(value: object, high: int) -> int | None:

@@ -26,13 +26,11 @@ from collections.abc import Iterator
 
 from server.health import python_stubs, server_ready
 from server.logs import log
+from server.shutdown_timings import WATCHDOG_STOP_TIMEOUT_S
 
 POLL_INTERVAL_S = 0.5
 RETRY_INITIAL_S = 0.5
 RETRY_MAX_S = 30.0
-# How long stop() waits for a reload in progress (about 3 s on CPU); one
-# still running then is abandoned. The launcher's stop budget counts it.
-STOP_TIMEOUT_S = 10.0
 RELOAD_REQUEST_TIMEOUT_S = 120.0
 
 
@@ -86,7 +84,7 @@ class StubWatchdog(threading.Thread):
         # when they are killed.
         self._orphans: dict[int, tuple[str, float]] = {}
 
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    def stop(self, timeout_s: float = WATCHDOG_STOP_TIMEOUT_S) -> None:
         """Stops watching and waits up to `timeout_s` for a reload in progress
         to finish, so that a drain after it finds every model loaded. A reload
         still running then is abandoned: it sends no further request."""

@@ -31,9 +31,9 @@ from harness.priority import BULK, INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
 from server.edge import TenantsWatcher
-from server.edge.config import REQUESTS_QUOTA_MESSAGE, TEXTS_QUOTA_MESSAGE
-from server.launch import EXIT_TIMEOUT_S
+from server.edge.refusals import REFUSALS, refusal_message
 from server.paths import REPO_ROOT, TOKENIZER_JSON
+from server.shutdown_timings import EXIT_TIMEOUT_S
 
 SEARCH_KEY = "search-key"
 INDEXER_KEY = "indexer-key"
@@ -46,6 +46,8 @@ ODD_KEYS = ["k" * n for n in (1, 55, 56, 63, 64, 119, 120, 200)]
 SLOW_RATE = 2
 TEXTS_KEY = "texts-key"
 TEXTS_RATE = 8
+REQUESTS_QUOTA_MESSAGE = refusal_message("requests_quota")
+TEXTS_QUOTA_MESSAGE = refusal_message("texts_quota")
 
 
 def _bulk_expires_at_once(config: model_config_pb2.ModelConfig) -> None:
@@ -292,7 +294,7 @@ def test_http_rate_limit_says_when_to_retry(edge: RunningEdge, server: RunningSe
     assert [status for status, _, _ in replies[:SLOW_RATE]] == [200] * SLOW_RATE
     for status, headers, body in replies[SLOW_RATE:]:
         assert status == 429 and headers["retry-after"] == "1"
-        assert body.decode() == REQUESTS_QUOTA_MESSAGE
+        assert json.loads(body) == REFUSALS["requests_quota"].http_body()
 
 
 # Texts quota -----------------------------------------------------------------
@@ -386,7 +388,7 @@ def test_http_over_the_texts_quota(edge: RunningEdge, server: RunningServer) -> 
     before = embed_counts(server)
     status, headers, body = http_request(edge.http_url, INFER, TEXTS_AUTH, texts_body(TEXTS_RATE))
     assert status == 429 and headers["retry-after"] == "1"
-    assert body.decode() == TEXTS_QUOTA_MESSAGE
+    assert json.loads(body) == REFUSALS["texts_quota"].http_body()
     assert embed_counts(server) == before
 
 
@@ -395,13 +397,14 @@ def test_more_texts_than_the_quota_holds_are_refused_as_too_large(
 ) -> None:
     """They could never pass: refused as too large, not "retry later"."""
     before = embed_counts(server)
-    too_many = f"{TEXTS_RATE + 1} texts in one request: more than this tenant's texts_per_second"
+    too_many = refusal_message("too_many_texts", str(TEXTS_RATE + 1), str(TEXTS_RATE))
+    assert too_many.startswith(f"input_too_large: {TEXTS_RATE + 1} texts in one request: ")
     status, message = grpc_texts(edge.grpc_url, TEXTS_KEY, TEXTS_RATE + 1)
-    assert status == "StatusCode.INVALID_ARGUMENT" and message.startswith(too_many), message
+    assert status == "StatusCode.INVALID_ARGUMENT" and message == too_many, message
     tokens = grpc_token_ids(edge.grpc_url, TEXTS_KEY, TEXTS_RATE + 1)
-    assert tokens.startswith(f"StatusCode.INVALID_ARGUMENT: {too_many}"), tokens
+    assert tokens == f"StatusCode.INVALID_ARGUMENT: {too_many}", tokens
     status, _, body = http_request(edge.http_url, INFER, TEXTS_AUTH, texts_body(TEXTS_RATE + 1))
-    assert status == 400 and too_many in json.loads(body)["error"], body
+    assert status == 400 and json.loads(body)["error"] == too_many, body
     assert embed_counts(server) == before
 
 

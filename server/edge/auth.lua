@@ -1,10 +1,11 @@
 -- The edge's first filter: who is calling, and may they call this at all.
 -- Runs on the request headers only, so a refusal here never buffers a body.
 -- On the answer, Triton's own refusals of an overloaded model say when to
--- come back, as the edge's quota refusals do. server/edge/config.py
+-- come back, as the edge's quota refusals do. server/edge/routes.py
 -- prepends the tables, TENANTS (key SHA-256 hex -> tenant), MODELS (tenant
 -- -> Triton model -> the input holding its texts), STAGES (tenant -> the
--- stages of its models it may read) and RETRY_AFTER_S, and common.lua.
+-- stages of its models it may read), RETRY_AFTER_S and REFUSALS, and
+-- common.lua.
 local bit = require("bit")
 local band, bor, bxor, bnot = bit.band, bit.bor, bit.bxor, bit.bnot
 local lshift, rshift, ror, tobit, tohex = bit.lshift, bit.rshift, bit.ror, bit.tobit, bit.tohex
@@ -89,11 +90,10 @@ local function on_request(handle)
   headers:remove("x-edge-cluster")
   headers:remove("x-edge-texts")
   local path = headers:get(":path") or ""
-  local grpc = (headers:get("content-type") or ""):sub(1, 16) == "application/grpc"
+  local grpc = grpc_request(headers)
   local protocol = grpc and "-grpc" or "-http"
   if path:find("?", 1, true) then
-    -- Triton's API takes nothing in a query; a key there would end up in logs.
-    return refuse(handle, grpc, 400, "query strings are not accepted")
+    return refuse(handle, "query_string")
   end
   local count = headers:getNumValues("authorization")
   if count == 0 and OPEN[path] then
@@ -102,38 +102,38 @@ local function on_request(handle)
     return
   end
   if count ~= 1 then
-    return refuse(handle, grpc, 401, "send exactly one authorization: Bearer KEY header")
+    return refuse(handle, "no_key")
   end
   -- HTTP takes the spaces around a header's value as no part of it; gRPC
   -- metadata keeps them (perf_analyzer's -H "authorization: Bearer KEY").
   local value = headers:get("authorization"):match("^[ \t]*(.-)[ \t]*$")
   local key = value:match("^[Bb]earer ([\33-\126]+)$")
   if key == nil or #key > MAX_KEY_BYTES then
-    return refuse(handle, grpc, 401, "send exactly one authorization: Bearer KEY header")
+    return refuse(handle, "no_key")
   end
   local tenant = TENANTS[sha256_hex(key)]
   if tenant == nil then
-    return refuse(handle, grpc, 401, "unknown key")
+    return refuse(handle, "unknown_key")
   end
   -- Triton never sees the key.
   headers:remove("authorization")
   if grpc then
     local method = path:sub(1, #GRPC_PREFIX) == GRPC_PREFIX and path:sub(#GRPC_PREFIX + 1) or ""
     if not (GRPC_NAMED[method] or OPEN[path] or KEYED[path]) then
-      return refuse(handle, grpc, 403, "not offered at the edge")
+      return refuse(handle, "not_offered")
     end
   elseif not (OPEN[path] or KEYED[path]) then
     local model, rest = path:match("^/v2/models/([^/]+)(.*)$")
     if model == nil then
-      return refuse(handle, grpc, 403, "not offered at the edge")
+      return refuse(handle, "not_offered")
     end
     rest = rest:gsub("^/versions/%d+", "")
     if not HTTP_MODEL_ACTIONS[rest] then
-      return refuse(handle, grpc, 403, "not offered at the edge")
+      return refuse(handle, "not_offered")
     end
     if not (MODELS[tenant][model] or (STAGES[tenant][model] and HTTP_STAGE_ACTIONS[rest])) then
-      return refuse(handle, grpc, 403,
-        "this key may not call model " .. model:gsub("[^%w%._%-]", "?"))
+      return refuse(handle, STAGES[tenant][model] and "stage_not_callable" or "model_not_allowed",
+        printable(model))
     end
     name_for_span(handle, "model", model)
   end

@@ -5,13 +5,13 @@
 -- HTTP: the tenant's priority replaces whatever the client asked for; for a
 -- tenant with a texts quota, the request's texts (the rows of the model's
 -- text input) go into x-edge-texts, which the texts rate limit after this
--- filter takes from the tenant's bucket (server/edge/config.py).
--- server/edge/config.py prepends MODELS (tenant -> Triton model -> the input
+-- filter takes from the tenant's bucket (server/edge/routes.py).
+-- server/edge/routes.py prepends MODELS (tenant -> Triton model -> the input
 -- holding its texts), STAGES (tenant -> the stages of its models it may
 -- read), PRIORITY (tenant -> Triton priority level) and
 -- TEXTS_PER_SECOND (tenant -> its texts quota, where it has one),
 -- SPAN_METADATA (where the edge's span reads the model and the texts, nil
--- where the edge does not trace),
+-- where the edge does not trace) and REFUSALS,
 -- common.lua and wire.lua (reading protobuf and JSON).
 
 -- shape[0] of the ModelInferRequest's input tensor (field 5) named `wanted`
@@ -66,16 +66,16 @@ end
 -- x-edge-texts, for the texts rate limit; true where refused instead. A
 -- request with more texts than the quota could never pass that limit, so it
 -- is refused here as too large rather than answered "retry" forever.
-local function count_texts(handle, grpc, headers, tenant, rows, why)
+local function count_texts(handle, headers, tenant, rows, why)
   local quota = TEXTS_PER_SECOND[tenant]
   if rows ~= nil and (rows < 1 or rows ~= math.floor(rows)) then
     why = "the shape of the texts input must start with a positive whole number"
   elseif rows ~= nil and rows > quota then
-    why = string.format("%.0f texts in one request: more than this tenant's "
-      .. "texts_per_second quota (%d); send fewer per request", rows, quota)
+    refuse(handle, "too_many_texts", string.format("%.0f", rows), tostring(quota))
+    return true
   end
   if why ~= nil then
-    refuse(handle, grpc, 400, why)
+    refuse(handle, "unreadable", why)
     return true
   end
   headers:replace("x-edge-texts", string.format("%d", rows))
@@ -91,31 +91,31 @@ local STAGE_READS = {
 local function on_grpc(handle, headers, tenant, method)
   local body = handle:body()
   local bytes = body and body:getBytes(0, body:length()) or ""
-  if #bytes < 5 then return refuse(handle, true, 400, "no request message") end
+  if #bytes < 5 then return refuse(handle, "unreadable", "no request message") end
   if bytes:byte(1) ~= 0 then
     -- A compressed message cannot be read here, so it cannot be checked.
-    return refuse(handle, true, 415, "compressed requests are not accepted")
+    return refuse(handle, "compressed")
   end
   local a, b, c, d = bytes:byte(2, 5)
   local length = ((a * 256 + b) * 256 + c) * 256 + d
   if length ~= #bytes - 5 then
-    return refuse(handle, true, 400, "expected exactly one request message")
+    return refuse(handle, "unreadable", "expected exactly one request message")
   end
   local model = field_one(bytes, 6, #bytes)
-  if model == nil then return refuse(handle, true, 400, "malformed request message") end
+  if model == nil then return refuse(handle, "unreadable", "malformed request message") end
   -- No model named: every model's statistics, which stats.lua cuts to the
   -- models this key may read.
   local all_stats = model == "" and method == "ModelStatistics"
   if not (all_stats or MODELS[tenant][model] or (STAGES[tenant][model] and STAGE_READS[method])) then
-    return refuse(handle, true, 403, "this key may not call model "
-      .. model:gsub("[^%w%._%-]", "?"))
+    return refuse(handle, STAGES[tenant][model] and "stage_not_callable" or "model_not_allowed",
+      printable(model))
   end
   if model ~= "" then name_for_span(handle, "model", model) end
   if method == "ModelInfer" then
     if TEXTS_PER_SECOND[tenant] then
       local rows, why = grpc_rows(bytes, 6, #bytes, MODELS[tenant][model])
       -- The headers object of before the body was read is stale.
-      if count_texts(handle, true, handle:headers(), tenant, rows, why) then return end
+      if count_texts(handle, handle:headers(), tenant, rows, why) then return end
     end
     local entry = priority_entry(PRIORITY[tenant])
     body:setBytes("\0" .. be32(length + #entry) .. bytes:sub(6) .. entry)
@@ -123,24 +123,24 @@ local function on_grpc(handle, headers, tenant, method)
 end
 
 -- The JSON with the top-level parameters' "priority" set to `level`, or
--- nil and the reason.
+-- nil, the refusal and its detail.
 local function with_priority(json, start, top, level)
   local parameters, twice = only(top, "parameters")
-  if twice then return nil, twice end
+  if twice then return nil, "unreadable", twice end
   if parameters == nil then
     local comma = #top > 0 and "," or ""
     return json:sub(1, start) .. '"parameters":{"priority":' .. level .. "}" .. comma
       .. json:sub(start + 1)
   end
-  if json:byte(parameters[3]) ~= 123 then return nil, "'parameters' must be an object" end
+  if json:byte(parameters[3]) ~= 123 then
+    return nil, "unreadable", "'parameters' must be an object"
+  end
   local inner = members(json, parameters[3], 1)
   local edits = {}
   for _, m in ipairs(inner) do
-    if m[2] then return nil, "escaped parameter names are not accepted" end
+    if m[2] then return nil, "unreadable", "escaped parameter names are not accepted" end
     if m[1] == "priority" then
-      if not json:sub(m[3], m[4] - 1):match("^%d+$") then
-        return nil, "'priority' must be a whole number"
-      end
+      if not json:sub(m[3], m[4] - 1):match("^%d+$") then return nil, "priority" end
       edits[#edits + 1] = m
     end
   end
@@ -203,7 +203,7 @@ end
 
 local function on_http_infer(handle, headers, tenant)
   if headers:get("content-encoding") ~= nil then
-    return refuse(handle, false, 415, "compressed requests are not accepted")
+    return refuse(handle, "compressed")
   end
   local body = handle:body()
   local bytes = body and body:getBytes(0, body:length()) or ""
@@ -215,20 +215,20 @@ local function on_http_infer(handle, headers, tenant)
   if header_length ~= nil then
     json_length = tonumber(header_length:match("^%d+$") or "")
     if json_length == nil or json_length > #bytes then
-      return refuse(handle, false, 400, "bad inference-header-content-length")
+      return refuse(handle, "unreadable", "bad inference-header-content-length")
     end
   end
   local json = bytes:sub(1, json_length)
   local top, start = top_members(json)
-  if top == nil then return refuse(handle, false, 400, start) end
+  if top == nil then return refuse(handle, "unreadable", start) end
   if TEXTS_PER_SECOND[tenant] then
     local model = headers:get(":path"):match("^/v2/models/([^/]+)")
     local rows, why = json_rows(json, top, MODELS[tenant][model])
-    if count_texts(handle, false, headers, tenant, rows, why) then return end
+    if count_texts(handle, headers, tenant, rows, why) then return end
   end
-  local why
-  json, why = with_priority(json, start, top, PRIORITY[tenant])
-  if json == nil then return refuse(handle, false, 400, why) end
+  local refusal, why
+  json, refusal, why = with_priority(json, start, top, PRIORITY[tenant])
+  if json == nil then return refuse(handle, refusal, why) end
   local rewritten = json .. bytes:sub(json_length + 1)
   body:setBytes(rewritten)
   if header_length ~= nil then headers:replace("inference-header-content-length", tostring(#json)) end
@@ -243,7 +243,7 @@ local function on_request(handle)
   local tenant = headers:get("x-tenant")
   if tenant == nil then return end   -- health, open to all (auth.lua)
   local path = headers:get(":path") or ""
-  if (headers:get("content-type") or ""):sub(1, 16) == "application/grpc" then
+  if grpc_request(headers) then
     local method = path:sub(#GRPC_PREFIX + 1)
     if path:sub(1, #GRPC_PREFIX) == GRPC_PREFIX and GRPC_NAMED[method] then
       return on_grpc(handle, headers, tenant, method)

@@ -1,4 +1,5 @@
--- What both filters share; server/edge/config.py puts it in front of each.
+-- What the filters share; server/edge/routes.py puts it in front of each,
+-- after REFUSALS, ERROR_MEMBERS and REFUSAL_METADATA (server/edge/refusals.py).
 local GRPC_PREFIX = "/inference.GRPCInferenceService/"
 -- gRPC methods whose request names the model in field 1: body.lua checks it.
 local GRPC_NAMED = {
@@ -7,27 +8,56 @@ local GRPC_NAMED = {
 }
 -- Every model's statistics over HTTP (gRPC: ModelStatistics naming none).
 local ALL_STATS_PATH = "/v2/models/stats"
-local GRPC_CODES = { [400] = "3", [401] = "16", [403] = "7", [415] = "3" }
 
-local function refuse(handle, grpc, status, message)
-  if grpc then
-    -- Trailers-only gRPC answer: the status a gRPC client reads.
+local function grpc_request(headers)
+  return (headers:get("content-type") or ""):sub(1, 16) == "application/grpc"
+end
+
+-- A name the client sent, as a message may carry it.
+local function printable(name)
+  return (name:gsub("[^%w%._%-]", "?"))
+end
+
+local function json_string(s)
+  return '"' .. s:gsub('[%c"\\]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
+end
+
+-- gRPC carries a message percent-encoded: every byte outside printable
+-- ASCII, and "%" itself.
+local function percent_encoded(s)
+  return (s:gsub("[^ -$&-~]", function(c) return string.format("%%%02X", c:byte()) end))
+end
+
+-- Answers with refusal `name` of REFUSALS, its detail filled with `...`
+-- (the request's own words): over gRPC its code and message in a
+-- trailers-only answer, over HTTP its status and a JSON body.
+local function refuse(handle, name, ...)
+  local refusal = REFUSALS[name]
+  local message = refusal.prefix .. string.format(refusal.detail, ...)
+  -- The listeners' local replies then leave this answer as it is.
+  handle:streamInfo():dynamicMetadata():set(REFUSAL_METADATA, "name", name)
+  -- Fresh headers: those read before the body came in are stale.
+  if grpc_request(handle:headers()) then
     handle:respond({ [":status"] = "200", ["content-type"] = "application/grpc",
-      ["grpc-status"] = GRPC_CODES[status], ["grpc-message"] = message }, "")
+      ["grpc-status"] = refusal.grpc, ["grpc-message"] = percent_encoded(message) }, "")
   else
-    local headers = { [":status"] = tostring(status), ["content-type"] = "application/json" }
-    if status == 401 then headers["www-authenticate"] = "Bearer" end
-    handle:respond(headers, '{"error":"' .. message .. '"}')
+    local headers = { [":status"] = tostring(refusal.http), ["content-type"] = "application/json" }
+    if refusal.http == 401 then headers["www-authenticate"] = "Bearer" end
+    handle:respond(headers, "{" .. json_string(ERROR_MEMBERS.message) .. ":" .. json_string(message)
+      .. "," .. json_string(ERROR_MEMBERS.kind) .. ":" .. json_string(refusal.kind) .. "}")
   end
 end
 
--- A Lua error would let the request through unchecked: fail closed.
+-- A Lua error would let the request through unchecked: fail closed, with
+-- the bare status should even the refusal fail.
 local function fail_closed(filter, on_request)
   return function(handle)
     local ok, failure = pcall(on_request, handle)
     if not ok then
       handle:logErr(filter .. ": " .. tostring(failure))
-      handle:respond({ [":status"] = "500" }, "edge error")
+      if not pcall(refuse, handle, "internal") then
+        handle:respond({ [":status"] = "500" }, "")
+      end
     end
   end
 end

@@ -4,6 +4,10 @@ watches (filesystem xDS): the routes (RDS: the Lua filters' tenant tables,
 one route per tenant with its rate limit) and the clusters (CDS: one per
 tenant and protocol, with its in-flight bound). A new tenants file replaces
 those files; Envoy applies them without a restart or a dropped request.
+This module holds the static bootstrap and the names the parts share; the
+routes are server/edge/routes.py's, the clusters server/edge/clusters.py's,
+the watched files server/edge/xds.py's, and every refusal's status and
+message server/edge/refusals.py's.
 
 Why these pieces:
 - Keys are hashed (the file holds SHA-256 only), and Envoy's api_key_auth
@@ -40,23 +44,19 @@ Why these pieces:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from server.edge.refusals import LUA_REFUSAL_METADATA, REFUSALS, Refusal, lua_table
 from server.edge.tracing import (
-    METADATA_NAMESPACE,
     SPAN_NAME,
     EdgeTracing,
     collector_cluster,
     connection_manager_tracing,
     context_decides,
     runtime,
-    upstream_filters,
 )
-from server.tenants import Tenant, Tenants
 
 LUA_DIR = Path(__file__).resolve().parent
 HTTP_LISTENER = "http"
@@ -89,10 +89,6 @@ ADMIN_CLUSTER = "edge_admin"
 # a full queue (auth.lua): the buckets refill every second, and a queue
 # drains in about that.
 RETRY_AFTER_S = 1
-# What a client reads over either quota (HTTP body, gRPC message); only a
-# request body.lua counted carries TEXTS_HEADER.
-TEXTS_QUOTA_MESSAGE = "over this tenant's texts_per_second quota"
-REQUESTS_QUOTA_MESSAGE = "over this tenant's requests_per_second quota"
 # The name of the edge's span, when it traces; Envoy sends it nowhere.
 SPAN_DECORATOR = {"operation": SPAN_NAME, "propagate": False}
 # local_ratelimit's largest bucket (uint32 tokens).
@@ -112,11 +108,11 @@ LUA_FILES = {
     STATS_FILTER: ("common.lua", "wire.lua", "stats.lua"),
 }
 # Until the routes file is read, and on any route without the tables: refuse.
-DENY_ALL = """
-function envoy_on_request(handle)
-  handle:respond({[":status"] = "503"}, "edge not configured")
-end
-"""
+DENY_ALL = (
+    lua_table()
+    + (LUA_DIR / "common.lua").read_text()
+    + 'envoy_on_request = function(handle) refuse(handle, "not_configured") end\n'
+)
 
 
 @dataclass(frozen=True)
@@ -153,7 +149,7 @@ def bootstrap(
         static["clusters"].append(collector_cluster(tracing))
     return {
         "node": {"id": "edge", "cluster": "edge"},
-        "admin": {"address": _address("127.0.0.1", ports.admin)},
+        "admin": {"address": address("127.0.0.1", ports.admin)},
         "dynamic_resources": {"cds_config": _file_source(config_dir, CLUSTERS_FILE)},
         "static_resources": static,
         # No overload manager: the in-flight bounds are per tenant (clusters).
@@ -163,7 +159,7 @@ def bootstrap(
     }
 
 
-def _address(host: str, port: int) -> dict[str, Any]:
+def address(host: str, port: int) -> dict[str, Any]:
     return {"socket_address": {"address": host, "port_value": port}}
 
 
@@ -200,7 +196,7 @@ def _listener(
             "route_config_name": ROUTES,
             "config_source": _file_source(config_dir, ROUTES_FILE),
         },
-        "local_reply_config": {"mappers": [_quota_message(True), _quota_message(False)]},
+        "local_reply_config": {"mappers": local_replies()},
         "http_filters": [
             _lua(AUTH_FILTER),
             # Both enabled per route, with each tenant's buckets.
@@ -219,7 +215,7 @@ def _listener(
         manager["early_header_mutation_extensions"] = [context_decides()]
     return {
         "name": name,
-        "address": _address(host, port),
+        "address": address(host, port),
         # The body filter buffers a whole request; the largest Triton takes
         # (64 texts of 32 KiB, JSON-escaped over HTTP) must fit.
         "per_connection_buffer_limit_bytes": BUFFER_LIMIT_BYTES,
@@ -236,26 +232,85 @@ def _listener(
     }
 
 
-def _quota_message(texts: bool) -> dict[str, Any]:
-    """Names the quota in a 429 of the rate limit filters, whose own text is
-    "local_rate_limited" for both. Envoy puts the body of a gRPC local reply
-    in grpc-message."""
-    counted = {"name": TEXTS_HEADER, "present_match": True}
-    too_many = {
-        "status_code_filter": {
-            "comparison": {
-                "op": "EQ",
-                "value": {"default_value": 429, "runtime_key": "edge_quota_status"},
-            }
+def _status_is(op: str, status: int) -> dict[str, Any]:
+    comparison = {"op": op, "value": {"default_value": status, "runtime_key": "edge_reply_status"}}
+    return {"status_code_filter": {"comparison": comparison}}
+
+
+def _all_of(*filters: dict[str, Any]) -> dict[str, Any]:
+    return {"and_filter": {"filters": list(filters)}}
+
+
+# Each of Envoy's own refusals: when a local reply is it, and the words its
+# message takes. The first that matches is the one.
+ENVOY_REFUSALS: tuple[tuple[str, dict[str, Any], tuple[str, ...]], ...] = (
+    # Only a request body.lua counted carries TEXTS_HEADER; the rate limit
+    # filters' own text is "local_rate_limited" for both quotas.
+    (
+        "texts_quota",
+        _all_of(
+            _status_is("EQ", 429),
+            {"header_filter": {"header": {"name": TEXTS_HEADER, "present_match": True}}},
+        ),
+        (),
+    ),
+    ("requests_quota", _status_is("EQ", 429), ()),
+    # A tenant's cluster's circuit breaker (its max_in_flight): upstream overflow.
+    ("in_flight", {"response_flag_filter": {"flags": ["UO"]}}, ()),
+    # body.lua reads a whole request; one over the buffer is refused unread.
+    ("body_too_large", _status_is("EQ", 413), (str(BUFFER_LIMIT_BYTES // 2**20),)),
+    # A path the listener refuses as Triton would not read it, or a request
+    # it cannot parse.
+    ("bad_request", _status_is("EQ", 400), ("%RESPONSE_CODE_DETAILS%",)),
+    ("unreachable", _status_is("GE", 500), ("%LOCAL_REPLY_BODY%",)),
+)
+
+
+def local_replies() -> list[dict[str, Any]]:
+    """Envoy's own refusals in the edge's error grammar (refusals.py): over
+    gRPC the message and the kind's code, over HTTP the kind's status and
+    the JSON body; gRPC's first, as an HTTP request may lack a content-type.
+    The Lua filters' refusals, in the grammar already, pass as they are."""
+    grpc = {
+        "header_filter": {
+            "header": {"name": "content-type", "string_match": {"prefix": "application/grpc"}}
         }
     }
+    lua = {
+        "metadata_filter": {
+            "matcher": {
+                "filter": LUA_REFUSAL_METADATA,
+                "path": [{"key": "name"}],
+                "value": {"present_match": True},
+            },
+            "match_if_key_not_found": False,
+        }
+    }
+    # A Lua filter's refusal: matched first, rewritten not at all.
+    mappers: list[dict[str, Any]] = [{"filter": lua}]
+    for name, when, words in ENVOY_REFUSALS:
+        mappers.append(_grpc_reply(REFUSALS[name], _all_of(when, grpc), words))
+    for name, when, words in ENVOY_REFUSALS:
+        mappers.append(_http_reply(REFUSALS[name], when, words))
+    return mappers
+
+
+def _grpc_reply(refusal: Refusal, when: dict[str, Any], words: tuple[str, ...]) -> dict[str, Any]:
+    """Envoy puts the body of a gRPC local reply in grpc-message, and keeps
+    a grpc-status the reply already has."""
+    grpc_status = {"key": "grpc-status", "value": str(refusal.grpc_status)}
     return {
-        "filter": (
-            {"and_filter": {"filters": [too_many, {"header_filter": {"header": counted}}]}}
-            if texts
-            else too_many
-        ),
-        "body": {"inline_string": TEXTS_QUOTA_MESSAGE if texts else REQUESTS_QUOTA_MESSAGE},
+        "filter": when,
+        "headers_to_add": [{"header": grpc_status, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
+        "body_format_override": {"text_format_source": {"inline_string": refusal.message(*words)}},
+    }
+
+
+def _http_reply(refusal: Refusal, when: dict[str, Any], words: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "filter": when,
+        "status_code": refusal.http_status,
+        "body_format_override": {"json_format": refusal.http_body(*words)},
     }
 
 
@@ -284,7 +339,7 @@ def _stats_listener(host: str, port: int) -> dict[str, Any]:
     }
     return {
         "name": "stats",
-        "address": _address(host, port),
+        "address": address(host, port),
         "filter_chains": [
             {
                 "filters": [
@@ -306,7 +361,7 @@ def _admin_cluster(port: int) -> dict[str, Any]:
         "load_assignment": {
             "cluster_name": ADMIN_CLUSTER,
             "endpoints": [
-                {"lb_endpoints": [{"endpoint": {"address": _address("127.0.0.1", port)}}]}
+                {"lb_endpoints": [{"endpoint": {"address": address("127.0.0.1", port)}}]}
             ],
         },
     }
@@ -317,258 +372,3 @@ def _lua(name: str) -> dict[str, Any]:
         "name": name,
         "typed_config": {"@type": LUA_TYPE, "default_source_code": {"inline_string": DENY_ALL}},
     }
-
-
-def lua_tables(tenants: Tenants, traced: bool = False) -> str:
-    """The tenant tables the Lua filters read, as Lua source; `traced`:
-    where the edge's span reads what they name (nil: nothing to name)."""
-
-    def string(value: str) -> str:
-        # json.dumps of an ASCII string is a valid Lua string literal; the
-        # names and hashes are plain ASCII (server/tenants.py).
-        return json.dumps(value)
-
-    hashes = ", ".join(
-        f"[{string(digest)}] = {string(name)}" for digest, name in sorted(tenants.by_hash().items())
-    )
-    models = ", ".join(
-        f"[{string(t.name)}] = {{"
-        + ", ".join(f"[{string(m)}] = {string(i)}" for m, i in t.triton_models().items())
-        + "}"
-        for t in tenants.tenants
-    )
-    # Sets: a stage is read, never called, so it has no text input.
-    stages = ", ".join(
-        f"[{string(t.name)}] = {{" + ", ".join(f"[{string(s)}] = true" for s in t.stages) + "}"
-        for t in tenants.tenants
-    )
-    priority = ", ".join(f"[{string(t.name)}] = {t.triton_priority}" for t in tenants.tenants)
-    texts = ", ".join(
-        f"[{string(t.name)}] = {t.texts_per_second}"
-        for t in tenants.tenants
-        if t.texts_per_second is not None
-    )
-    return (
-        f"local TENANTS = {{{hashes}}}\n"
-        f"local MODELS = {{{models}}}\n"
-        f"local STAGES = {{{stages}}}\n"
-        f"local PRIORITY = {{{priority}}}\n"
-        f"local TEXTS_PER_SECOND = {{{texts}}}\n"
-        f"local RETRY_AFTER_S = {RETRY_AFTER_S}\n"
-        f"local SPAN_METADATA = {string(METADATA_NAMESPACE) if traced else 'nil'}\n"
-    )
-
-
-def routes(tenants: Tenants, traced: bool = False) -> dict[str, Any]:
-    """The RouteConfiguration of both listeners."""
-    # The cluster is the tenant's for the request's protocol (auth.lua
-    # names it), so one route, one token bucket, per tenant.
-    tables = lua_tables(tenants, traced)
-    lua = {
-        source: {
-            "@type": LUA_ROUTE_TYPE,
-            "source_code": {
-                "inline_string": tables + "".join((LUA_DIR / f).read_text() for f in files)
-            },
-        }
-        for source, files in LUA_FILES.items()
-    }
-    tenant_routes = [
-        {
-            "name": f"tenant-{t.name}",
-            "match": {
-                "prefix": "/",
-                "headers": [{"name": "x-tenant", "string_match": {"exact": t.name}}],
-            },
-            # No route timeout: Triton's queue deadlines (up to 30 s for
-            # bulk) and the client's own deadline bound a request.
-            "route": {"cluster_header": CLUSTER_HEADER, "timeout": "0s"},
-            "request_headers_to_remove": [CLUSTER_HEADER, TEXTS_HEADER],
-            "decorator": SPAN_DECORATOR,
-            "typed_per_filter_config": {
-                RATE_FILTER: _bucket(t, t.requests_per_second),
-                **({} if t.texts_per_second is None else {TEXTS_FILTER: _texts_bucket(t)}),
-            },
-        }
-        for t in tenants.tenants
-    ]
-    return {
-        "@type": "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
-        "name": ROUTES,
-        "virtual_hosts": [
-            {
-                "name": "edge",
-                "domains": ["*"],
-                "typed_per_filter_config": lua,
-                "routes": [
-                    *tenant_routes,
-                    # No tenant: only what auth.lua lets through without a key.
-                    {
-                        "name": "open",
-                        "match": {"prefix": "/"},
-                        "route": {"cluster_header": CLUSTER_HEADER},
-                        "request_headers_to_remove": [CLUSTER_HEADER],
-                        "decorator": SPAN_DECORATOR,
-                    },
-                ],
-            }
-        ],
-    }
-
-
-def _token_bucket(per_second: int) -> dict[str, Any]:
-    return {"max_tokens": per_second, "tokens_per_fill": per_second, "fill_interval": "1s"}
-
-
-def _bucket(tenant: Tenant, per_second: int, stat_suffix: str = "") -> dict[str, Any]:
-    always = {"default_value": {"numerator": 100, "denominator": "HUNDRED"}}
-    return {
-        "@type": RATE_TYPE,
-        "stat_prefix": f"tenant_{tenant.name}{stat_suffix}",
-        "token_bucket": _token_bucket(per_second),
-        "filter_enabled": {**always, "runtime_key": "edge_ratelimit_enabled"},
-        "filter_enforced": {**always, "runtime_key": "edge_ratelimit_enforced"},
-        "response_headers_to_add": [
-            {
-                "header": {"key": "retry-after", "value": str(RETRY_AFTER_S)},
-                "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
-            }
-        ],
-        "rate_limited_as_resource_exhausted": True,
-    }
-
-
-def _texts_bucket(tenant: Tenant) -> dict[str, Any]:
-    """Each request takes as many tokens as body.lua counted texts in it;
-    a request it did not count (metadata, readiness: no TEXTS_HEADER) yields
-    no descriptor and falls to the filter's default bucket, which is made
-    never to run dry: the requests bucket already counts those."""
-    assert tenant.texts_per_second is not None
-    counted = {
-        "descriptor_value": "texts",
-        "headers": [{"name": TEXTS_HEADER, "present_match": True}],
-    }
-    return {
-        **_bucket(tenant, UNBOUNDED_TOKENS, "_texts"),
-        "descriptors": [
-            {
-                "entries": [{"key": "header_match", "value": counted["descriptor_value"]}],
-                "token_bucket": _token_bucket(tenant.texts_per_second),
-            }
-        ],
-        "rate_limits": [
-            {
-                "actions": [{"header_value_match": counted}],
-                "hits_addend": {"format": f"%REQ({TEXTS_HEADER})%"},
-            }
-        ],
-        # A counted request takes from the texts bucket only.
-        "always_consume_default_token_bucket": False,
-    }
-
-
-def cluster_name(tenant: Tenant, protocol: str) -> str:
-    return f"tenant-{tenant.name}-{protocol}"
-
-
-def clusters(
-    tenants: Tenants, ports: EdgePorts, traced_by_workers: int | None = None
-) -> list[dict[str, Any]]:
-    """One cluster per tenant and protocol, all to the same Triton; when the
-    edge traces (with `traced_by_workers` Envoy workers), each with the
-    upstream filter of server/edge/tracing.py."""
-    result = []
-    for protocol in ("http", "grpc"):
-        result.append(_cluster(f"open-{protocol}", protocol, ports, None, traced_by_workers))
-        for tenant in tenants.tenants:
-            result.append(
-                _cluster(
-                    cluster_name(tenant, protocol),
-                    protocol,
-                    ports,
-                    tenant.max_in_flight,
-                    traced_by_workers,
-                )
-            )
-    return result
-
-
-def _cluster(
-    name: str,
-    protocol: str,
-    ports: EdgePorts,
-    in_flight: int | None,
-    traced_by_workers: int | None,
-) -> dict[str, Any]:
-    port = ports.triton_http if protocol == "http" else ports.triton_grpc
-    cluster: dict[str, Any] = {
-        "@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-        "name": name,
-        "type": "STATIC",
-        "connect_timeout": "2s",
-        "load_assignment": {
-            "cluster_name": name,
-            "endpoints": [
-                {"lb_endpoints": [{"endpoint": {"address": _address(ports.triton_host, port)}}]}
-            ],
-        },
-    }
-    options: dict[str, Any] = {}
-    if protocol == "grpc":
-        options["explicit_http_config"] = {"http2_protocol_options": {}}
-    if traced_by_workers is not None:
-        options.setdefault("explicit_http_config", {"http_protocol_options": {}})
-        options["http_filters"] = upstream_filters(traced_by_workers)
-    if options:
-        cluster["typed_extension_protocol_options"] = {
-            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                **options,
-            }
-        }
-    if in_flight is not None:
-        # Beyond max_in_flight requests at Triton, the next is refused at
-        # once (503 / UNAVAILABLE, x-envoy-overloaded) instead of queueing
-        # in Envoy; over HTTP/1.1 each request needs its own connection.
-        cluster["circuit_breakers"] = {
-            "thresholds": [
-                {
-                    "max_requests": in_flight,
-                    "max_connections": in_flight,
-                    "max_pending_requests": in_flight,
-                    "max_retries": 0,
-                }
-            ]
-        }
-    return cluster
-
-
-def discovery_response(
-    resources: list[dict[str, Any]], version: str, type_url: str
-) -> dict[str, Any]:
-    return {"version_info": version, "type_url": type_url, "resources": resources}
-
-
-CLUSTER_TYPE = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-
-
-def dynamic_files(
-    tenants: Tenants, ports: EdgePorts, traced_by_workers: int | None = None
-) -> dict[str, tuple[str, str]]:
-    """File name -> (version, content) of every file Envoy watches, for
-    these tenants; `traced_by_workers`: Envoy's workers where the edge
-    traces, None where it does not. Each version is its own resources'
-    digest: Envoy keeps a version only where the resources changed, so the
-    edge can tell which version Envoy serves."""
-    traced = traced_by_workers is not None
-    resources = {
-        CLUSTERS_FILE: (clusters(tenants, ports, traced_by_workers), CLUSTER_TYPE),
-        ROUTES_FILE: ([routes(tenants, traced)], ROUTE_TYPE),
-    }
-    files = {}
-    for name, (items, type_url) in resources.items():
-        version = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()[:16]
-        content = json.dumps(discovery_response(items, version, type_url), indent=1)
-        files[name] = (version, content)
-    return files

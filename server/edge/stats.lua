@@ -3,7 +3,7 @@
 -- naming no model), which perf_analyzer asks for to break an ensemble's
 -- time down by stage, is cut to the models the key may read: its models'
 -- entry points (MODELS) and their stages (STAGES). Other tenants' models
--- are neither named nor counted. server/edge/config.py prepends the
+-- are neither named nor counted. server/edge/routes.py prepends the
 -- tables, common.lua and wire.lua.
 
 local METADATA = "edge.stats"

@@ -1,5 +1,5 @@
 -- Reading what the edge buffers, gRPC messages and JSON, for the filters
--- that check or rewrite them (body.lua, stats.lua); server/edge/config.py
+-- that check or rewrite them (body.lua, stats.lua); server/edge/routes.py
 -- puts it in front of each, after common.lua.
 
 -- Protocol buffers -------------------------------------------------------
