@@ -1,7 +1,8 @@
 # The CPU server: Triton 2.51 from the nvidia-pytriton wheel (the server
 # scripts/serve.sh runs on a workstation), the C++ serializer, the launcher
-# (server/) with Envoy for its tenants edge, and the OpenAI-compatible gateway
-# (clients/), on Debian 12 with its Python 3.11, run as a non-root user. No
+# (server/, with the catalog package catalog/) with Envoy for its tenants
+# edge, and the gateway (gateway/, on the client library clients/), on
+# Debian 12 with its Python 3.11, run as a non-root user. No
 # torch: the model repository, exported by the onnx-export service or
 # scripts/setup.sh, is mounted at /models, as on the GPU.
 #
@@ -25,8 +26,9 @@ RUN cmake -S /src/embedding_serializer -B /build -DCMAKE_BUILD_TYPE=Release \
        -DEMBEDDING_SERIALIZER_TESTS=OFF \
     && cmake --build /build --parallel
 
-# Build stage: the virtual environment. Pip builds model_common and clients
-# with hatchling here; the final image copies only the environment.
+# Build stage: the virtual environment. Pip builds model_common, clients,
+# catalog and gateway with hatchling here; the final image copies only the
+# environment.
 FROM debian:bookworm-slim AS venv
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -34,7 +36,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/venv
 COPY requirements/image.txt requirements/models.txt requirements/edge.txt /src/requirements/
-# The pinned packages first, so that a change to model_common or clients
+# The pinned packages first, so that a change to the project's packages
 # does not download them again.
 RUN --mount=type=secret,id=ca-certificates \
     if [ -f /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
@@ -42,10 +44,12 @@ RUN --mount=type=secret,id=ca-certificates \
        -r /src/requirements/image.txt
 COPY model_common /src/model_common
 COPY clients /src/clients
+COPY catalog /src/catalog
+COPY gateway /src/gateway
 RUN --mount=type=secret,id=ca-certificates \
     if [ -f /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
     && /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check \
-       /src/model_common /src/clients
+       /src/model_common /src/clients /src/catalog /src/gateway
 
 FROM debian:bookworm-slim
 # The launcher and the gateway run on Python 3.11; the Python backend's stub

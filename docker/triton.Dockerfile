@@ -42,8 +42,11 @@ COPY --from=serializer /build/libtriton_embedding_serializer.so \
      /opt/tritonserver/backends/embedding_serializer/libtriton_embedding_serializer.so
 # The launcher (server/: stub watchdog, graceful drain, admin key), run by the
 # compose services as `python3 -m server.launch --triton-home=/opt/tritonserver`
-# with the image's Python (standard library only) from this folder.
+# with the image's Python (standard library only, and the catalog package it
+# reads its catalog with) from this folder.
 WORKDIR /opt/embedding
+COPY catalog /opt/embedding/catalog
+RUN pip install --no-cache-dir --disable-pip-version-check /opt/embedding/catalog
 COPY server /opt/embedding/server
 # The default catalog, served from the model repository mounted at /models,
 # which the launcher finds as its REPO_ROOT/model_repository.

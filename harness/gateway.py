@@ -1,5 +1,6 @@
-"""Run the OpenAI-compatible gateway (embedding_client.gateway.server) as a
-child process on a free loopback port and wait until it answers."""
+"""Run the gateway (embedding_gateway.server, the `embedding-gateway`
+command) as a child process on a free loopback port and wait until it
+answers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedding_client.gateway.server import API_KEY_VARIABLE
+from embedding_gateway.server import API_KEY_VARIABLE
 
 from harness.ports import StartError, answers_ok, free_loopback_port, stop, wait_until_ready
 
@@ -46,10 +47,12 @@ def running_gateway(
     *,
     api_key: str | None = None,
     extra_args: tuple[str, ...] = (),
-    program: Sequence[str] = (sys.executable, "-m", "embedding_client.gateway.server"),
+    program: Sequence[str] = (sys.executable, "-m", "embedding_gateway.server"),
+    cwd: Path | None = None,
 ) -> Iterator[RunningGateway]:
     """models: (name, tokenizer.json) of each model to serve, `--model` each;
-    program: the command that runs the gateway."""
+    program: the command that runs the gateway, in `cwd` (default: this
+    process's)."""
     port = free_loopback_port()
     command = [
         *program,
@@ -63,7 +66,9 @@ def running_gateway(
     if api_key:
         environment[API_KEY_VARIABLE] = api_key
     with log_path.open("w") as log:
-        process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            command, env=environment, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
+        )
     gateway = RunningGateway(f"http://127.0.0.1:{port}", log_path, process.pid)
     try:
         wait_until_ready(

@@ -1,5 +1,5 @@
 """Read the launcher's and the gateway's logs as the tests do: their JSON
-lines (server/logs.py, embedding_client/gateway/logs.py, the default
+lines (server/logs.py, embedding_gateway/logs.py, the default
 format) as records, among the lines of tritonserver, the export tools and
 Envoy, which have formats of their own."""
 

@@ -1,18 +1,22 @@
-"""Measure what the OpenAI-compatible gateway adds to end-to-end latency, and
-what the client library spends decoding embeddings.
+"""Measure what the gateway adds to end-to-end latency, what this tree's
+gateway costs against another commit's, and what the client library spends
+decoding embeddings.
 
-One tritonserver and one gateway in front of it, driven by closed-loop
-asyncio clients, the same requests (short English texts) on three routes,
-alternated in rounds so that drift on this small machine hits all of them:
+One tritonserver and two gateways in front of it (this tree's, and the one
+of the commit --against names, HEAD by default, run from its files), driven
+by closed-loop asyncio clients on keep-alive connections, the same requests
+(short English texts) on four routes, alternated in rounds so that drift on
+this small machine hits all of them:
 - direct: the library's asyncio gRPC client, texts to Triton's `embed`;
 - direct, pretokenized: the same client tokenizing locally, ids to
   `embed_tokens` (the route the gateway takes to Triton);
 - gateway: POST /v1/embeddings with encoding_format=base64, decoded to
-  float32 as the openai SDK does.
+  float32 as the openai SDK does, on this tree's gateway and on the other.
 
 Then the decode cost per 1000 embeddings, on real response bytes.
 
-    .venv/bin/python -m perf.gateway_overhead [--clients 16] [--texts-per-request 8]
+    .venv/bin/python -m perf.gateway_overhead [--clients 16] [--texts-per-request 8] \
+        [--against HEAD]
 """
 
 from __future__ import annotations
@@ -20,14 +24,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import io
 import itertools
 import json
 import os
 import platform
+import subprocess
+import sys
+import tarfile
 import tempfile
 import time
 import timeit
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +53,7 @@ from harness.gateway import RunningGateway, running_gateway
 from harness.load import short_texts
 from harness.server import RunningServer, running_server
 from perf.process_cpu import cpu_seconds
+from perf.report_command import write_report
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 
 TOKENIZER = TOKENIZER_JSON
@@ -52,6 +62,9 @@ RESULT = REPO_ROOT / "perf" / "results" / "debian12-2core" / "gateway_overhead.m
 # `embed_tokens` for ids), so the three routes reach the same models.
 MODEL_NAME = "embed"
 GATEWAY_ROUTE = "gateway: POST /v1/embeddings, base64"
+# The folders a commit's gateway runs from: the client library, and since the
+# gateway is a package of its own, it and the catalog package.
+GATEWAY_SOURCES = ("clients", "gateway", "catalog")
 WARMUP_S = 3.0
 DECODE_ROWS = 1000
 
@@ -137,14 +150,21 @@ async def alternate(
     return {name: merge(parts) for name, parts in runs.items()}
 
 
+def baseline_route(ref: str) -> str:
+    return f"gateway at {ref}: POST /v1/embeddings, base64"
+
+
 async def measure_routes(
-    server: RunningServer, gateway: RunningGateway, args: argparse.Namespace
-) -> tuple[dict[str, Latencies], float]:
-    """Latencies per route, and the gateway process's CPU ms per request."""
+    server: RunningServer,
+    gateways: dict[str, RunningGateway],
+    args: argparse.Namespace,
+) -> tuple[dict[str, Latencies], dict[str, float]]:
+    """Latencies per route, and each gateway process's CPU ms per request
+    (gateways: by route)."""
     size = args.texts_per_request
     texts = short_texts(size * 256)
     batches = [texts[i : i + size] for i in range(0, len(texts) - size + 1, size)]
-    connector = aiohttp.TCPConnector(limit=args.clients)
+    connector = aiohttp.TCPConnector(limit=args.clients * len(gateways))
     async with (
         AsyncEmbeddingClient(
             server.grpc_url, max_in_flight=args.clients, priority=args.priority
@@ -157,16 +177,49 @@ async def measure_routes(
         routes: dict[str, Call] = {
             "direct: Triton gRPC `embed`": direct.embed,
             "direct, pretokenized: Triton gRPC `embed_tokens`": pretokenized.embed,
-            GATEWAY_ROUTE: gateway_call(session, f"{gateway.base_url}/embeddings"),
         }
+        for route, gateway in gateways.items():
+            routes[route] = gateway_call(session, f"{gateway.base_url}/embeddings")
         for call in routes.values():
             await closed_loop(call, batches, args.clients, WARMUP_S)
-        # The gateway idles while the direct routes run: its CPU time from
-        # here on goes to the measured gateway requests.
-        cpu_start = cpu_seconds(gateway.pid)
+        # Each gateway idles while the other routes run: its CPU time from
+        # here on goes to its own measured requests.
+        cpu_start = {route: cpu_seconds(gateway.pid) for route, gateway in gateways.items()}
         results = await alternate(routes, batches, args)
-        cpu_s = cpu_seconds(gateway.pid) - cpu_start
-    return results, cpu_s * 1000 / len(results[GATEWAY_ROUTE].seconds)
+        cpu_ms = {
+            route: (cpu_seconds(gateway.pid) - cpu_start[route])
+            * 1000
+            / len(results[route].seconds)
+            for route, gateway in gateways.items()
+        }
+    return results, cpu_ms
+
+
+@contextmanager
+def gateway_program(ref: str) -> Iterator[tuple[str, ...]]:
+    """The command that runs the gateway of commit `ref`, from its files
+    extracted to a scratch folder, on this environment's packages."""
+    present = [
+        folder
+        for folder in GATEWAY_SOURCES
+        if subprocess.run(
+            ["git", "cat-file", "-e", f"{ref}:{folder}"], cwd=REPO_ROOT, stderr=subprocess.DEVNULL
+        ).returncode
+        == 0
+    ]
+    archive = subprocess.run(
+        ["git", "archive", ref, *present], cwd=REPO_ROOT, capture_output=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory() as scratch:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(scratch, filter="data")
+        path = os.pathsep.join(str(Path(scratch, folder)) for folder in present)
+        module = (
+            "embedding_gateway.server"
+            if "gateway" in present
+            else "embedding_client.gateway.server"
+        )
+        yield ("env", f"PYTHONPATH={path}", sys.executable, "-m", module)
 
 
 def real_responses(server: RunningServer) -> list[grpcclient.InferResult]:
@@ -210,18 +263,18 @@ def overhead(gateway: float, direct: float) -> str:
 
 def report(
     routes: dict[str, Latencies],
-    gateway_cpu_ms: float,
+    gateway_cpu_ms: dict[str, float],
     decoding: dict[str, float],
     args: argparse.Namespace,
 ) -> str:
-    direct, pretokenized, gateway = routes.values()
+    direct, pretokenized, gateway, baseline = routes.values()
     lines = [
         f"{args.clients} concurrent closed-loop clients x {args.texts_per_request} short texts "
-        f"per request, {args.rounds} rounds of {args.seconds:.0f} s per route (order rotated "
-        f"each round) after {WARMUP_S:.0f} s warm-up each, Triton priority level "
-        f"{args.priority} on every route; {platform.machine()}, "
-        f"{len(os.sched_getaffinity(0))} cores shared by tritonserver, the "
-        "gateway and the load generator.",
+        f"per request on keep-alive connections, {args.rounds} rounds of {args.seconds:.0f} s "
+        f"per route (order rotated each round) after {WARMUP_S:.0f} s warm-up each, Triton "
+        f"priority level {args.priority} on every route; this tree's gateway beside the one "
+        f"of {args.against}; {platform.machine()}, {len(os.sched_getaffinity(0))} cores "
+        "shared by tritonserver, both gateways and the load generator.",
         "",
         "| route | requests | texts/s | mean ms | p50 ms | p99 ms |",
         "|---|---|---|---|---|---|",
@@ -233,21 +286,31 @@ def report(
         )
     lines += [
         "",
-        "Gateway latency compared with calling Triton directly:",
+        "This tree's gateway latency compared with calling Triton directly, and its",
+        f"throughput and latency compared with the gateway of {args.against}:",
         "",
-        "| baseline | mean | p50 | p99 |",
-        "|---|---|---|---|",
+        "| baseline | texts/s | mean | p50 | p99 |",
+        "|---|---|---|---|---|",
     ]
-    for name, baseline in (("direct `embed`", direct), ("direct `embed_tokens`", pretokenized)):
+    baselines = (
+        ("direct `embed`", direct),
+        ("direct `embed_tokens`", pretokenized),
+        (f"the gateway at {args.against}", baseline),
+    )
+    for name, other in baselines:
         lines.append(
-            f"| {name} | {overhead(gateway.mean_ms, baseline.mean_ms)} | "
-            f"{overhead(gateway.ms(0.5), baseline.ms(0.5))} | "
-            f"{overhead(gateway.ms(0.99), baseline.ms(0.99))} |"
+            f"| {name} | {overhead(gateway.texts_per_s, other.texts_per_s)} | "
+            f"{overhead(gateway.mean_ms, other.mean_ms)} | "
+            f"{overhead(gateway.ms(0.5), other.ms(0.5))} | "
+            f"{overhead(gateway.ms(0.99), other.ms(0.99))} |"
         )
+    lines += ["", "Gateway process CPU time per request:", ""]
     lines += [
-        "",
-        f"Gateway process CPU time: {gateway_cpu_ms:.2f} ms per request "
-        f"({gateway_cpu_ms / gateway.mean_ms * 100:.2f}% of the mean gateway latency).",
+        f"- {name}: {cpu_ms:.2f} ms ({cpu_ms / routes[name].mean_ms * 100:.2f}% of its mean "
+        "latency)"
+        for name, cpu_ms in gateway_cpu_ms.items()
+    ]
+    lines += [
         "",
         f"Decoding {DECODE_ROWS} float32 embeddings (384 dimensions) from real response bytes "
         "(best of 5 timeit repeats):",
@@ -272,8 +335,15 @@ def main(argv: list[str] | None = None) -> None:
         help="Triton priority level on every route; the bulk level (2) queues instead of "
         "rejecting at this concurrency",
     )
+    parser.add_argument(
+        "--against",
+        default="HEAD",
+        metavar="REF",
+        help="the commit whose gateway this tree's is measured beside (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
+    extra_args = (f"--priority={args.priority}",)
+    with tempfile.TemporaryDirectory() as scratch, gateway_program(args.against) as program:
         logs = Path(scratch)
         with (
             running_server(logs / "tritonserver.log") as server,
@@ -281,14 +351,21 @@ def main(argv: list[str] | None = None) -> None:
                 server.grpc_url,
                 [(MODEL_NAME, TOKENIZER)],
                 logs / "gateway.log",
-                extra_args=(f"--priority={args.priority}",),
+                extra_args=extra_args,
             ) as gateway,
+            running_gateway(
+                server.grpc_url,
+                [(MODEL_NAME, TOKENIZER)],
+                logs / "baseline.log",
+                extra_args=extra_args,
+                program=program,
+                cwd=logs,
+            ) as baseline,
         ):
-            routes, gateway_cpu_ms = asyncio.run(measure_routes(server, gateway, args))
+            gateways = {GATEWAY_ROUTE: gateway, baseline_route(args.against): baseline}
+            routes, gateway_cpu_ms = asyncio.run(measure_routes(server, gateways, args))
             decoding = measure_decoding(server)
-    text = report(routes, gateway_cpu_ms, decoding, args)
-    RESULT.write_text(text)
-    print(text)
+    write_report(RESULT, report(routes, gateway_cpu_ms, decoding, args))
 
 
 if __name__ == "__main__":

@@ -26,14 +26,14 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from embedding_client.gateway import tracing as gateway_tracing
-from embedding_client.gateway.tracing import SERVICE_NAME as GATEWAY_SERVICE
+from embedding_gateway import tracing as gateway_tracing
+from embedding_gateway.tracing import SERVICE_NAME as GATEWAY_SERVICE
+from model_common.processor import this_processor
 
 from harness.edge import tenant_toml
 from harness.gateway import running_gateway
 from harness.jaeger import Span, Trace, running_jaeger
 from harness.load import short_texts
-from harness.processor import this_processor
 from harness.server import running_server
 from perf.report_command import write_report
 from server.edge import tracing as edge_tracing

@@ -45,14 +45,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from embedding_client.gateway.tracing import SERVICE_NAME as GATEWAY_SERVICE
+from embedding_gateway.tracing import SERVICE_NAME as GATEWAY_SERVICE
+from model_common.processor import this_processor
 
 from harness.edge import running_edge, tenant_toml
 from harness.gateway import running_gateway
 from harness.jaeger import RunningJaeger, running_jaeger
 from harness.load import short_texts
 from harness.priority import BULK
-from harness.processor import this_processor
 from harness.server import running_server
 from perf.gateway_overhead import closed_loop, gateway_call
 from perf.report_command import write_report

@@ -1,13 +1,15 @@
 """Where the project's files are: the model repository and its folders, the
 files the export writes into them, and the C++ serializer backend as
 scripts/setup.sh builds it. The launcher, the harness, perf/ and the tests
-read every path from here; nothing else spells them. Standard library only:
-the launcher runs on it alone."""
+read every path from here; nothing else spells them. Standard library only
+(and the catalog package, which is): the launcher runs on it alone."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from embedding_catalog.exports import TOKENIZER_JSON as EXPORT_TOKENIZER_JSON
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = REPO_ROOT / "model_repository"
@@ -26,7 +28,7 @@ SPARSE_REPOSITORY = MODEL_REPOSITORY / "sparse"
 OPENVINO_CPU_REPOSITORY = MODEL_REPOSITORY / "openvino_cpu"
 # The ONNX Runtime deployment, which perf/report.py and its parts analyse.
 ONNX_RUNTIME_REPOSITORIES = (SHARED_REPOSITORY, ONNX_CPU_REPOSITORY)
-TOKENIZER_JSON = SHARED_REPOSITORY / "tokenizer" / "1" / "tokenizer.json"
+TOKENIZER_JSON = MODEL_REPOSITORY / EXPORT_TOKENIZER_JSON
 ONNX_MODEL_DIR = ONNX_CPU_REPOSITORY / "embedder" / "1"
 OPENVINO_MODEL_DIR = OPENVINO_CPU_REPOSITORY / "embedder" / "1"
 SERIALIZER_BACKEND = "embedding_serializer"

@@ -1,11 +1,7 @@
-"""TOML for the catalog and the tenants file: the standard library's tomllib
-(Python 3.11+), or the same parser as the tomli package on the GPU image's
-Python 3.10, which docker/triton.Dockerfile installs from
-requirements/launcher.txt."""
+"""TOML for the catalog and the tenants file, as the catalog package reads it
+(catalog/embedding_catalog/toml.py: tomllib, or tomli on the GPU image's
+Python 3.10)."""
 
-try:
-    from tomllib import TOMLDecodeError, loads
-except ModuleNotFoundError:
-    from tomli import TOMLDecodeError, loads
+from embedding_catalog.toml import TOMLDecodeError, loads
 
 __all__ = ["TOMLDecodeError", "loads"]

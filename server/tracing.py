@@ -23,7 +23,7 @@ GetTraceStartOptions):
   one in 3; 0 only the requests that carry a context.
 
 Standard library only: the launcher runs without the serving environment's
-packages. The gateway's spans (clients/embedding_client/gateway/tracing.py)
+packages. The gateway's spans (gateway/embedding_gateway/tracing.py)
 take the same options: it keeps copies of this module's defaults, variables
 and checks, as it cannot import server/; tests/test_tracing.py holds them
 equal, so change them here and there together.

@@ -22,7 +22,14 @@ from embedding_client import (
     decode_rows,
 )
 from embedding_client.batching import pad_rows
-from embedding_client.options import EmbedOptions
+from embedding_client.options import (
+    INTEGER_MAXIMUM,
+    RERANK_OPTIONS,
+    ROW_OPTIONS,
+    TEXT_OPTION_DECLARATIONS,
+    EmbedOptions,
+    SparseOptions,
+)
 from embedding_client.plan import planner
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, embed_float32
 from tokenizers import Tokenizer
@@ -333,3 +340,17 @@ def test_unreachable_server_is_unavailable(protocol: str) -> None:
 def test_unknown_protocol_is_named() -> None:
     with pytest.raises(ValueError, match="protocol must be one of grpc, http, got 'udp'"):
         EmbeddingClient("127.0.0.1:8001", "udp")  # type: ignore[arg-type]
+
+
+def test_each_option_is_checked_once_as_declared() -> None:
+    """Every option's check is its declaration's (row_formats.json): its
+    type, its choices, its minimum, and Triton's int64 for an integer, which
+    tritonclient would otherwise fail on while building the request."""
+    for option in (*ROW_OPTIONS.values(), *TEXT_OPTION_DECLARATIONS.values()):
+        assert option.problem(option.default) is None, option
+    with pytest.raises(InvalidInputError, match=f"must be at most {INTEGER_MAXIMUM}"):
+        EmbedOptions(dimensions=INTEGER_MAXIMUM + 1)
+    with pytest.raises(InvalidInputError, match="'max_active_dims': must be a positive integer"):
+        SparseOptions(max_active_dims=0)
+    assert RERANK_OPTIONS["top_n"].problem(0) == "must be a positive integer, got 0"
+    assert EmbedOptions(dimensions=INTEGER_MAXIMUM).parameters()["dimensions"] == INTEGER_MAXIMUM

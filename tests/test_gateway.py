@@ -28,15 +28,15 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 from embedding_client import ClientTokenizer, EmbeddingClient
 from embedding_client.errors import from_triton
-from embedding_client.gateway.app import GatewayModel
-from embedding_client.gateway.errors import from_embedding_error
-from embedding_client.gateway.logs import JsonFormatter, failure_fields
-from embedding_client.gateway.protocol import MAX_INPUTS, TokenLimits, parse_embeddings_request
-from embedding_client.gateway.server import parse_settings
-from embedding_client.gateway.service import INLINE_TOKENIZE_CHARS
-from embedding_client.gateway.trace_context import read_trace_context
-from embedding_client.gateway.tracing import REQUEST_TRACE, RequestTrace
 from embedding_client.options import EmbedOptions
+from embedding_gateway.app import GatewayModel
+from embedding_gateway.errors import from_embedding_error
+from embedding_gateway.logs import JsonFormatter, failure_fields
+from embedding_gateway.openai_api import MAX_INPUTS, TokenLimits, parse_embeddings_request
+from embedding_gateway.server import parse_settings
+from embedding_gateway.service import INLINE_TOKENIZE_CHARS
+from embedding_gateway.trace_context import read_trace_context
+from embedding_gateway.tracing import REQUEST_TRACE, RequestTrace
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS
 from tritonclient.utils import InferenceServerException
 
@@ -44,8 +44,8 @@ from harness.gateway import RunningGateway, running_gateway
 from harness.logs import RECORD_FIELDS, record, records
 from harness.ports import free_loopback_port
 from harness.server import RunningServer, running_server
-from server.catalog import Catalog
-from server.paths import TOKENIZER_JSON
+from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
+from server.paths import MODEL_REPOSITORY, TOKENIZER_JSON
 from server.served_repository import prepare
 
 TOKENIZER = TOKENIZER_JSON
@@ -688,8 +688,8 @@ def test_an_unexpected_failure_logs_the_request_and_its_trace_id() -> None:
     try:
         raise RuntimeError("a bug")
     except RuntimeError:
-        record = logging.getLogger("embedding_client.gateway.app").makeRecord(
-            "embedding_client.gateway.app",
+        record = logging.getLogger("embedding_gateway.app").makeRecord(
+            "embedding_gateway.app",
             logging.ERROR,
             __file__,
             1,
@@ -703,3 +703,46 @@ def test_an_unexpected_failure_logs_the_request_and_its_trace_id() -> None:
     assert (line["level"], line["trace_id"], line["status"]) == ("error", TRACE_ID, 500)
     assert (line["method"], line["path"]) == ("POST", "/v1/embeddings")
     assert "RuntimeError: a bug" in line["error"]
+
+
+# --- the OpenAPI document and the catalog ------------------------------------
+
+
+def test_the_document_says_which_routes_need_the_key(gateway: RunningGateway) -> None:
+    """With a key, every route but the health checks needs it, /openapi.json
+    too, and the document says so."""
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{gateway.url}/openapi.json", timeout=30)
+    assert refused.value.code == 401
+    request = urllib.request.Request(
+        f"{gateway.url}/openapi.json", headers={"Authorization": f"Bearer {API_KEY}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        document = orjson.loads(reply.read())
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    keyed = {
+        path: "security" in operation
+        for path, methods in document["paths"].items()
+        for operation in methods.values()
+    }
+    assert keyed == {path: not path.startswith("/health/") for path in keyed}, keyed
+    schema = document["components"]["schemas"]["EmbeddingsRequest"]
+    assert schema["properties"]["model"]["enum"] == SERVED
+
+
+def test_a_catalog_is_served_from_the_export_folders_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The default catalog's packaged model is exported into the model
+    repository: without it the command names the folder to give."""
+    catalog = ["--triton-url=127.0.0.1:8001", f"--catalog={DEFAULT_CATALOG}"]
+    with pytest.raises(SystemExit) as caught:
+        parse_settings(catalog)
+    assert caught.value.code == 2
+    assert "give --model-repository DIR" in capsys.readouterr().err
+    settings, _, _ = parse_settings([*catalog, f"--model-repository={MODEL_REPOSITORY}"])
+    names = read_catalog(DEFAULT_CATALOG)
+    assert isinstance(names, Catalog)
+    assert settings.models == tuple(
+        GatewayModel(name, TOKENIZER) for model in names.models for name in model.names
+    )

@@ -38,8 +38,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from embedding_client.gateway.server import parse_settings as parse_gateway_settings
-from embedding_client.gateway.tracing import TraceSettings
+from embedding_gateway.server import parse_settings as parse_gateway_settings
+from embedding_gateway.tracing import TraceSettings
 
 from harness.compose import tenants_compose_file
 from harness.edge import tenant_toml
@@ -54,23 +54,22 @@ from harness.helm import (
 )
 from harness.server import free_loopback_endpoints
 from server.edge.config import STATS_PATH
-from server.launch import (
+from server.launch import argument_parser, internal_ports
+from server.launch_plan import (
     ADMIN_KEY_VARIABLE,
     EDGE_STATS_PORT_OFFSET,
-    EDGE_STOP_MARGIN_S,
-    EXIT_TIMEOUT_S,
-    argument_parser,
     edge_command,
     internal_endpoints,
 )
 from server.paths import REPO_ROOT, TOKENIZER_JSON
+from server.shutdown_timings import EDGE_STOP_MARGIN_S, EXIT_TIMEOUT_S
+from server.shutdown_timings import WATCHDOG_STOP_TIMEOUT_S as STOP_TIMEOUT_S
 from server.tracing import (
     ENDPOINT_VARIABLE,
     SAMPLING_VARIABLE,
     Tracing,
     tracing_from_arguments,
 )
-from server.watchdog import STOP_TIMEOUT_S
 
 KUBERNETES_VERSION = "1.37.0"
 NAMESPACE = "embeddings"
@@ -646,7 +645,8 @@ def test_editing_the_tenants_secret_revokes_a_key_at_the_edge(tmp_path: Path) ->
     args.tenants = secret / args.tenants.name
     args.served_repository = tmp_path / "served"
     public = free_loopback_endpoints()
-    command = edge_command(args, public, internal_endpoints(public))
+    ports = internal_ports()
+    command = edge_command(args, public, internal_endpoints(public, ports), ports.edge_admin)
     log_path = tmp_path / "edge.log"
     with log_path.open("wb") as log:
         edge = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)

@@ -9,7 +9,7 @@ Triton cannot read, or a collector that is down, fails and slows no request;
 of the other requests one in round(1/ratio) is traced; a sampling ratio
 outside 0..1 is refused at start.
 
-The gateway's own spans (embedding_client/gateway/tracing.py, otlp.py):
+The gateway's own spans (embedding_gateway/tracing.py, otlp.py):
 through the gateway and the edge, a request is one trace, the caller's
 span over the gateway's route span, its parse, tokenize and call spans, and
 Triton's spans under the call; a request without a context is a new trace
@@ -57,10 +57,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import yaml
 from embedding_client.base import TRACE_HEADERS
-from embedding_client.gateway import tracing as gateway_tracing
-from embedding_client.gateway.otlp import DROPPED_FIELD, SpanExporter
-from embedding_client.gateway.server import parse_settings
-from embedding_client.gateway.trace_context import TRACE_ID_HEADER, read_trace_context
+from embedding_gateway import tracing as gateway_tracing
+from embedding_gateway.otlp import DROPPED_FIELD, SpanExporter
+from embedding_gateway.server import parse_settings
+from embedding_gateway.trace_context import TRACE_ID_HEADER, read_trace_context
 from tokenizers import Tokenizer
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
@@ -72,7 +72,8 @@ from harness.ports import free_loopback_port
 from harness.requests import text_inputs
 from harness.server import RunningServer, free_loopback_endpoints, running_server
 from server.edge import tracing as edge_tracing
-from server.launch import Endpoints, argument_parser, server_command, wheel_triton
+from server.launch import argument_parser
+from server.launch_plan import Endpoints, server_command
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 from server.tracing import (
     DEFAULT_SAMPLING,
@@ -87,6 +88,7 @@ from server.tracing import (
     tracing_from_arguments,
     triton_rate,
 )
+from server.triton_install import wheel_triton
 
 KEY = "tracing-key"
 # What the gateway's requests send.
@@ -675,7 +677,7 @@ NOT_IN_TRITON = "not-in-triton"
 # the system clock.
 CROSS_PROCESS_SLACK_US = 1000
 UNREACHABLE_REQUESTS = 5
-OTLP_LOGGER = "embedding_client.gateway.otlp"
+OTLP_LOGGER = "embedding_gateway.otlp"
 
 
 def _traced_gateway_options(endpoint: str, ratio: str) -> tuple[str, ...]:
@@ -826,7 +828,7 @@ def test_without_a_context_the_gateway_starts_a_trace_of_its_own(
         assert f"{NOT_IN_TRITON}_tokens" in span.tags["otel.status_description"], span.tags
     access = [
         entry["trace_id"]
-        for entry in records(log_path.read_text(), "embedding_client.gateway.access")
+        for entry in records(log_path.read_text(), "embedding_gateway.access")
         if entry["path"] == "/v1/embeddings"
     ]
     assert access == [*trace_ids, failed_id]

@@ -1,4 +1,4 @@
-"""Python client, CLI and OpenAI-compatible gateway for the Triton embedding
+"""Python client and command-line tools for the Triton embedding
 service (each catalog model's ensembles: NAME for texts, NAME_tokens for
 token ids, `embed` and `embed_tokens` by default; a reranker's NAME for
 (query, document) pairs; a sparse encoder's NAME for texts, in sparse rows)."""

@@ -8,24 +8,18 @@ per row), exactly as docs/contract.md describes them. Sparse rows (a learned-spa
 encoder's SPARSE_BYTES) hold a count, indices and values each; their parts are
 viewed the same way, one row at a time.
 
-The formats come from row_formats.json, a byte-for-byte copy of the server's
-declaration (model_common/model_common/row_formats.json; a test keeps the two
-the same), shipped as package data so that the client installs without the
-server's packages.
+The formats come from the service's declaration (declaration.py).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from importlib.resources import files
 from typing import Any
 
 import numpy as np
 
-_DECLARATION: dict[str, Any] = json.loads(
-    files("embedding_client").joinpath("row_formats.json").read_text(encoding="utf-8")
-)
+from embedding_client.declaration import DECLARATION as _DECLARATION
+
 ROW_DTYPES: dict[str, np.dtype] = {
     entry["name"]: np.dtype(entry["numpy"]) for entry in _DECLARATION["dtypes"]
 }

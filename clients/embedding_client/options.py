@@ -1,10 +1,14 @@
-"""The request parameters of the embedding ensembles, checked before sending."""
+"""The request parameters of the service's entry points, each declared once in
+the service's declaration (declaration.py: its type, default, minimum or
+choices) and checked here once, before sending."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import Any, TypedDict
 
+from embedding_client.declaration import DECLARATION
 from embedding_client.decode import (
     OPTION_DEFAULTS,
     ROW_DTYPES,
@@ -14,22 +18,92 @@ from embedding_client.decode import (
 from embedding_client.errors import InvalidInputError
 
 Parameters = dict[str, str | int | bool]
-InputType = Literal["query", "document"]
-TruncationDirection = Literal["right", "left"]
-INPUT_TYPES: tuple[InputType, ...] = ("query", "document")
-TRUNCATION_DIRECTIONS: tuple[TruncationDirection, ...] = ("right", "left")
+# A declared type, in the words messages use, and the Python type of its values.
+INTEGER = "an integer"
+PYTHON_TYPES: dict[str, type] = {"a string": str, INTEGER: int, "a boolean": bool}
+INTEGER_MAXIMUM: int = DECLARATION["integer_maximum"]
+
+
+def listed(phrases: Sequence[str], last: str = "or") -> str:
+    """Phrases as "a, b or c"."""
+    if len(phrases) == 1:
+        return phrases[0]
+    return f"{', '.join(phrases[:-1])} {last} {phrases[-1]}"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One request option as the declaration has it; choices: the values a
+    string may take (none: any)."""
+
+    name: str
+    type: str
+    default: Any = None
+    minimum: int | None = None
+    choices: tuple[str, ...] = ()
+
+    @classmethod
+    def declared(cls, entry: Mapping[str, Any]) -> Option:
+        # An input_type choice maps to its prompts: its keys are the choices.
+        choices = tuple(entry.get("choices", ()))
+        return cls(entry["name"], entry["type"], entry["default"], entry.get("minimum"), choices)
+
+    @property
+    def maximum(self) -> int | None:
+        """An integer's largest value: Triton's request parameters are int64."""
+        return INTEGER_MAXIMUM if self.type == INTEGER else None
+
+    def describe(self) -> str:
+        """What a value must be, as a message says it."""
+        if self.choices:
+            return listed([f"'{choice}'" for choice in self.choices])
+        if self.minimum == 1:
+            return "a positive integer"
+        if self.minimum is not None:
+            return f"{self.type} of at least {self.minimum}"
+        return self.type
+
+    def problem(self, value: object) -> str | None:
+        """Why `value` cannot be this option's, or None where it can (None
+        itself leaves the option to the server)."""
+        if value is None:
+            return None
+        kind = PYTHON_TYPES[self.type]
+        # bool is an int in Python; the service's integers are not booleans.
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            return f"must be {self.type}, got {value!r}"
+        if self.choices and value not in self.choices:
+            return f"must be one of {', '.join(self.choices)}, got {value!r}"
+        if self.minimum is not None and value < self.minimum:  # type: ignore[operator]
+            return f"must be {self.describe()}, got {value!r}"
+        if self.maximum is not None and value > self.maximum:  # type: ignore[operator]
+            return f"must be at most {self.maximum}, got {value!r}"
+        return None
+
+
+def _declared(entries: list[dict[str, Any]]) -> dict[str, Option]:
+    return {entry["name"]: Option.declared(entry) for entry in entries}
+
+
+# dtype's values are the row formats: decode.py's ROW_DTYPES and SPARSE_VALUE_DTYPES.
+ROW_OPTIONS = _declared(DECLARATION["options"])
+SPARSE_ROW_OPTIONS = _declared(DECLARATION["sparse"]["options"])
+TEXT_OPTION_DECLARATIONS = _declared(DECLARATION["text_options"])
+RERANK_OPTIONS = _declared(DECLARATION["rerank_options"])
+INPUT_TYPES = TEXT_OPTION_DECLARATIONS["input_type"].choices
+TRUNCATION_DIRECTIONS = TEXT_OPTION_DECLARATIONS["truncation_direction"].choices
 # The options that choose how texts become tokens: the text entry point's
 # tokenizer applies them, so they cannot go with token ids.
-TEXT_OPTIONS = ("prompt_name", "input_type", "truncate", "truncation_direction")
+TEXT_OPTIONS = tuple(TEXT_OPTION_DECLARATIONS)
 
 
 class TextKwargs(TypedDict, total=False):
-    """The keyword options of every method that takes texts."""
+    """The keyword options of every method that takes texts (TEXT_OPTIONS)."""
 
     prompt_name: str | None
-    input_type: InputType | None
+    input_type: str | None  # one of INPUT_TYPES
     truncate: bool | None
-    truncation_direction: TruncationDirection | None
+    truncation_direction: str | None  # one of TRUNCATION_DIRECTIONS
 
 
 class EmbedKwargs(TextKwargs, total=False):
@@ -47,16 +121,32 @@ class SparseKwargs(TextKwargs, total=False):
     max_active_dims: int | None
 
 
-def _invalid(parameter: str, detail: str) -> InvalidInputError:
+def invalid(parameter: str, detail: str) -> InvalidInputError:
     """Worded like the server's errors, so `kind` and `parameter` read alike."""
     return InvalidInputError(f"invalid_parameter '{parameter}': {detail}")
+
+
+def check(options: object, declared: Mapping[str, Option]) -> None:
+    """Each declared option of `options` (its attribute of that name) checked once."""
+    for name, option in declared.items():
+        problem = option.problem(getattr(options, name))
+        if problem is not None:
+            raise invalid(name, problem)
+
+
+def _check_dtype(dtype: object, dtypes: Mapping[str, object], rows: str) -> None:
+    if dtype not in dtypes:
+        raise invalid(
+            "dtype", f"unknown dtype {dtype!r}{rows}; expected one of {', '.join(dtypes)}"
+        )
 
 
 @dataclass(frozen=True)
 class TextOptions:
     """How texts become tokens, for every entry point that takes texts. None
     leaves an option to the server: its default, or the model's (a model may
-    default to a prompt, or to refusing over-long texts)."""
+    default to a prompt, or to refusing over-long texts). Which prompt names
+    exist is the server's to say, per model."""
 
     prompt_name: str | None = None
     input_type: str | None = None
@@ -64,13 +154,7 @@ class TextOptions:
     truncation_direction: str | None = None
 
     def __post_init__(self) -> None:
-        # Which prompt names exist is the server's to say, per model.
-        if self.prompt_name is not None and not isinstance(self.prompt_name, str):
-            raise _invalid("prompt_name", f"must be a string, got {self.prompt_name!r}")
-        _check_choice("input_type", self.input_type, INPUT_TYPES)
-        if self.truncate is not None and not isinstance(self.truncate, bool):
-            raise _invalid("truncate", f"must be a boolean, got {self.truncate!r}")
-        _check_choice("truncation_direction", self.truncation_direction, TRUNCATION_DIRECTIONS)
+        check(self, TEXT_OPTION_DECLARATIONS)
 
     @property
     def text_options(self) -> tuple[str, ...]:
@@ -90,22 +174,14 @@ class EmbedOptions(TextOptions):
     normalize: bool = OPTION_DEFAULTS["normalize"]
 
     def __post_init__(self) -> None:
-        if self.dtype not in ROW_DTYPES:
-            raise _invalid(
-                "dtype", f"unknown dtype {self.dtype!r}; expected one of {', '.join(ROW_DTYPES)}"
-            )
-        if self.dimensions is not None and (
-            isinstance(self.dimensions, bool) or not isinstance(self.dimensions, int)
-        ):
-            raise _invalid("dimensions", f"must be an integer, got {self.dimensions!r}")
-        if not isinstance(self.normalize, bool):
-            raise _invalid("normalize", f"must be a boolean, got {self.normalize!r}")
+        _check_dtype(self.dtype, ROW_DTYPES, "")
+        check(self, {name: o for name, o in ROW_OPTIONS.items() if name != "dtype"})
         super().__post_init__()
 
     def parameters(self) -> Parameters:
         """dtype always travels, since decoding depends on it; the others only
         when they differ from the server's defaults or are set. The server
-        checks ranges and prompt names."""
+        checks what depends on the model: the width, the prompt names."""
         parameters: Parameters = {"dtype": self.dtype}
         if self.dimensions is not None:
             parameters["dimensions"] = self.dimensions
@@ -122,20 +198,8 @@ class SparseOptions(TextOptions):
     max_active_dims: int | None = None
 
     def __post_init__(self) -> None:
-        if self.dtype not in SPARSE_VALUE_DTYPES:
-            raise _invalid(
-                "dtype",
-                f"unknown dtype {self.dtype!r} for sparse rows; expected one of "
-                f"{', '.join(SPARSE_VALUE_DTYPES)}",
-            )
-        if self.max_active_dims is not None and (
-            isinstance(self.max_active_dims, bool)
-            or not isinstance(self.max_active_dims, int)
-            or self.max_active_dims < 1
-        ):
-            raise _invalid(
-                "max_active_dims", f"must be a positive integer, got {self.max_active_dims!r}"
-            )
+        _check_dtype(self.dtype, SPARSE_VALUE_DTYPES, " for sparse rows")
+        check(self, {name: o for name, o in SPARSE_ROW_OPTIONS.items() if name != "dtype"})
         super().__post_init__()
 
     def parameters(self) -> Parameters:
@@ -144,8 +208,3 @@ class SparseOptions(TextOptions):
         if self.max_active_dims is not None:
             parameters["max_active_dims"] = self.max_active_dims
         return parameters | self._text_parameters()
-
-
-def _check_choice(parameter: str, value: object, choices: tuple[str, ...]) -> None:
-    if value is not None and value not in choices:
-        raise _invalid(parameter, f"must be one of {', '.join(choices)}, got {value!r}")

@@ -13,7 +13,7 @@ import numpy as np
 
 from embedding_client.batching import Request, Tensor, checked_texts, spans
 from embedding_client.errors import InvalidInputError
-from embedding_client.options import Parameters, TextOptions
+from embedding_client.options import RERANK_OPTIONS, Parameters, TextOptions
 
 # The score output of a reranker's entry point (model_repository/reranker/rerank).
 SCORE_OUTPUT = "SCORE"
@@ -60,8 +60,9 @@ def rerank_call(
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("query is empty: a query needs some text")
     items = checked_texts(documents, "documents")
-    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-        raise InvalidInputError(f"top_n must be a positive integer, got {top_n!r}")
+    problem = RERANK_OPTIONS["top_n"].problem(top_n)
+    if problem is not None:
+        raise InvalidInputError(f"top_n {problem}")
     options = TextOptions(prompt_name=prompt_name, truncate=truncate)
     parameters: Parameters = {name: getattr(options, name) for name in options.text_options}
     return RerankCall(query, items, top_n, parameters)

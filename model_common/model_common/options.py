@@ -59,6 +59,12 @@ _OPTION_TYPES: dict[str, str] = {
     option["name"]: option["type"] for option in DECLARATION["options"]
 }
 _MESSAGES: dict[str, str] = DECLARATION["messages"]
+# The least value of each integer option (the serializer's bound too).
+_MINIMA: dict[str, int] = {
+    option["name"]: option["minimum"]
+    for option in (*DECLARATION["options"], *DECLARATION["sparse"]["options"])
+    if "minimum" in option
+}
 
 
 def _listed(names: tuple[str, ...], last: str) -> str:
@@ -91,7 +97,7 @@ def option_error(parameters: Mapping[str, object], embedding_dim: int) -> str | 
     normalize = parameters.get("normalize", OPTION_DEFAULTS["normalize"])
     if not isinstance(normalize, bool):
         return _wrong_type("normalize")
-    if dimensions is not None and not 1 <= dimensions <= embedding_dim:
+    if dimensions is not None and not _MINIMA["dimensions"] <= dimensions <= embedding_dim:
         return _invalid(
             "dimensions", "dimensions_outside", dimensions=dimensions, model_dims=embedding_dim
         )
@@ -151,7 +157,10 @@ def sparse_option_error(parameters: Mapping[str, Any], vocab_size: int) -> str |
             return _sparse_invalid(
                 name, "dense_option", options=_listed(tuple(SPARSE_OPTION_DEFAULTS), "and")
             )
-    if max_active_dims is not None and not 1 <= max_active_dims <= vocab_size:
+    if (
+        max_active_dims is not None
+        and not _MINIMA["max_active_dims"] <= max_active_dims <= vocab_size
+    ):
         return _sparse_invalid(
             "max_active_dims",
             "max_active_dims_outside",

@@ -13,13 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from model_common.errors import ErrorKind, error_message
+from model_common.options import DECLARATION
 
-TRUNCATION_DIRECTIONS = ("right", "left")
-# input_type names a role; it picks the first of these prompts the model has
+# The options' choices come from row_formats.json's text_options, the
+# declaration the client and the gateway read too.
+_DECLARED = {option["name"]: option for option in DECLARATION["text_options"]}
+TRUNCATION_DIRECTIONS: tuple[str, ...] = tuple(_DECLARED["truncation_direction"]["choices"])
+# input_type names a role; it picks the first of its prompts the model has
 # (e5 calls its document prompt "passage"), and no prompt where it has none.
 INPUT_TYPE_PROMPTS: Mapping[str, tuple[str, ...]] = {
-    "query": ("query",),
-    "document": ("document", "passage"),
+    role: tuple(prompts) for role, prompts in _DECLARED["input_type"]["choices"].items()
 }
 
 
@@ -78,7 +81,7 @@ def prompt_text(parameters: Mapping[str, object], prompts: Prompts) -> str:
         name = prompts.default_name
         return prompts.prompts[name] if name is not None else ""
     if not isinstance(name, str):
-        raise ValueError(_invalid("prompt_name", "must be a string"))
+        raise ValueError(_invalid("prompt_name", f"must be {_DECLARED['prompt_name']['type']}"))
     if name not in prompts.prompts:
         raise ValueError(
             _invalid(
@@ -99,11 +102,11 @@ def text_options(
         return str(error)
     truncate = parameters.get("truncate", truncate_default)
     if not isinstance(truncate, bool):
-        return _invalid("truncate", "must be a boolean")
-    direction = parameters.get("truncation_direction", "right")
+        return _invalid("truncate", f"must be {_DECLARED['truncate']['type']}")
+    direction = parameters.get("truncation_direction", _DECLARED["truncation_direction"]["default"])
     if direction not in TRUNCATION_DIRECTIONS:
         return _invalid(
             "truncation_direction",
-            f"unknown direction {direction!r} (expected right or left)",
+            f"unknown direction {direction!r} (expected {' or '.join(TRUNCATION_DIRECTIONS)})",
         )
     return TextOptions(prompt, truncate, str(direction))

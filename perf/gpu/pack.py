@@ -12,7 +12,7 @@ project's own paths (server/paths.py's REPO_ROOT) hold inside it:
   stubs (this Python's and the GPU machine's), and only the shared
   libraries those load (their readelf NEEDED closure inside the wheel's
   libs folder), in the wheel's own layout so their RPATHs resolve; the run
-  points PYTRITON_ROOT (server/launch.py) at triton/pytriton;
+  points PYTRITON_ROOT (server/triton_install.py) at triton/pytriton;
 - build/perf_analyzer: the perf_analyzer binary with a launcher that runs it
   directly (it needs glibc >= 2.38, as the GPU machine has);
 - python_packages/: tritonclient and its JSON extension for each Python version,
@@ -171,6 +171,8 @@ def _stage_client(stage: Path) -> None:
     client = packages / "embedding_client"
     _copy_tree(REPO_ROOT / "clients" / "embedding_client", client)
     (client / "__init__.py").write_text('"""The GPU kit\'s embedding client: modules only."""\n')
+    # The catalog package the launcher and server/paths.py import (standard library only).
+    _copy_tree(REPO_ROOT / "catalog" / "embedding_catalog", packages / "embedding_catalog")
 
 
 def _download_wheel(requirement: str, version: str, folder: Path) -> Path:

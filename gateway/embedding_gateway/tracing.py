@@ -35,7 +35,7 @@ from enum import IntEnum
 
 from aiohttp import web
 
-from embedding_client.gateway.trace_context import TRACEPARENT, TRACESTATE, TraceContext
+from embedding_gateway.trace_context import TRACEPARENT, TRACESTATE, TraceContext
 
 # The launcher's values (server/tracing.py), which stay the reference: the
 # gateway is installed without server/, and the launcher runs where this

@@ -1,4 +1,5 @@
-"""The gateway as an aiohttp application."""
+"""The gateway as an aiohttp application: its routes (routes.py), each
+error answered in the shape of the route's API, and the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import orjson
 from aiohttp import web
-
 from embedding_client.aio import AsyncEmbeddingClient
-from embedding_client.gateway.errors import ApiError
-from embedding_client.gateway.logs import HEALTH_PREFIX, failure_fields
-from embedding_client.gateway.otlp import SpanExporter
-from embedding_client.gateway.rerank_protocol import Api, error_body
-from embedding_client.gateway.service import Body, Caller, EmbeddingsService, ServedModel
-from embedding_client.gateway.trace_context import TRACE_ID_HEADER, read_trace_context
-from embedding_client.gateway.tracing import (
+from embedding_client.tokenization import ClientTokenizer
+
+from embedding_gateway.errors import Api, ApiError
+from embedding_gateway.logs import HEALTH_PREFIX, failure_fields
+from embedding_gateway.openapi import openapi_document
+from embedding_gateway.otlp import SpanExporter
+from embedding_gateway.routes import OPENAPI_PATH, PATH_APIS, ROUTES, Health
+from embedding_gateway.service import Body, Caller, EmbeddingsService, ServedModel
+from embedding_gateway.trace_context import TRACE_ID_HEADER, read_trace_context
+from embedding_gateway.tracing import (
     METHOD_ATTRIBUTE,
     PATH_ATTRIBUTE,
     REQUEST_TRACE,
@@ -29,14 +33,17 @@ from embedding_client.gateway.tracing import (
     Tracer,
     TraceSettings,
 )
-from embedding_client.tokenization import ClientTokenizer
 
 # OpenAI accepts up to 2048 inputs of 8192 tokens each; this bounds the body.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 JSON = "application/json"
 SERVICE = web.AppKey("service", EmbeddingsService)
 TRACER = web.AppKey("tracer", Tracer)
+# The OpenAPI document, written once the served models are known.
+DOCUMENT = web.AppKey("document", bytes)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# A failure's headers a client needs beside its body: the methods a path takes.
+_KEPT_HEADERS = ("Allow",)
 
 logger = logging.getLogger(__name__)
 
@@ -69,25 +76,24 @@ class GatewaySettings:
 
 
 def create_app(settings: GatewaySettings) -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_traced, _openai_errors])
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_traced, _errors])
     app.cleanup_ctx.append(partial(_tracer, settings.tracing))
     app.cleanup_ctx.append(partial(_service, settings))
-    app.add_routes(
-        [
-            web.post("/v1/embeddings", _create_embeddings),
-            web.post("/v1/rerank", partial(_rerank, "cohere", "1")),
-            web.post("/v2/rerank", partial(_rerank, "cohere", "2")),
-            web.post("/rerank", partial(_rerank, "tei", "")),
-            web.post("/embed", partial(_tei, EmbeddingsService.tei_embed)),
-            # TEI's root route, which huggingface_hub's InferenceClient posts to.
-            web.post("/", partial(_tei, EmbeddingsService.tei_embed)),
-            web.post("/embed_sparse", partial(_tei, EmbeddingsService.embed_sparse)),
-            web.get("/v1/models", _list_models),
-            web.get("/v1/models/{model}", _retrieve_model),
-            web.get("/health/live", _live),
-            web.get("/health/ready", _ready),
-        ]
-    )
+    handlers: dict[str, Handler] = {
+        "/v1/embeddings": _create_embeddings,
+        "/v1/models": _list_models,
+        "/v1/models/{model}": _retrieve_model,
+        "/v1/rerank": partial(_rerank, "1"),
+        "/v2/rerank": partial(_rerank, "2"),
+        "/rerank": partial(_rerank, ""),
+        "/embed": partial(_tei, EmbeddingsService.tei_embed),
+        "/": partial(_tei, EmbeddingsService.tei_embed),
+        "/embed_sparse": partial(_tei, EmbeddingsService.embed_sparse),
+        "/health/live": _live,
+        "/health/ready": _ready,
+        OPENAPI_PATH: _openapi,
+    }
+    app.add_routes([web.route(route.method, route.path, handlers[route.path]) for route in ROUTES])
     return app
 
 
@@ -127,6 +133,9 @@ async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIter
         forward_api_key=settings.forward_api_key,
         rerankers={name: client.with_model(name) for name in settings.rerankers},
         sparse={name: client.with_model(name) for name in settings.sparse},
+    )
+    app[DOCUMENT] = orjson.dumps(
+        openapi_document(app[SERVICE].tasks, bool(settings.api_key or settings.forward_api_key))
     )
     yield
     await client.close()
@@ -176,19 +185,26 @@ async def _traced(request: web.Request, handler: Handler) -> web.StreamResponse:
     return response
 
 
+def _api(request: web.Request) -> Api:
+    """The API of the route the request reached, whose error body it gets;
+    OpenAI's where it reached none."""
+    resource = request.match_info.route.resource
+    return PATH_APIS.get(resource.canonical if resource is not None else request.path, "openai")
+
+
 @web.middleware
-async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error answered in the error body of the route's API."""
     try:
         return await handler(request)
     except ApiError as error:
-        return _json(error.body(), error.status, error.headers)
+        return _json(error.body(_api(request)), error.status, error.headers)
     except web.HTTPException as error:
         if error.status < 400:
             raise
-        return _json(
-            ApiError(error.status, f"{error.reason}: {request.method} {request.path}").body(),
-            error.status,
-        )
+        failure = ApiError(error.status, f"{error.reason}: {request.method} {request.path}")
+        kept = {name: error.headers[name] for name in _KEPT_HEADERS if name in error.headers}
+        return _json(failure.body(_api(request)), error.status, kept | failure.headers)
     except Exception:
         logger.exception(
             "unexpected failure on %s %s",
@@ -197,7 +213,7 @@ async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamRe
             extra=failure_fields(request),
         )
         failure = ApiError(500, "The gateway failed unexpectedly", type="server_error")
-        return _json(failure.body(), failure.status)
+        return _json(failure.body(_api(request)), failure.status)
 
 
 def _caller(request: web.Request) -> Caller:
@@ -210,13 +226,9 @@ def _authorized(request: web.Request) -> EmbeddingsService:
     return service
 
 
-async def _rerank(api: Api, version: str, request: web.Request) -> web.Response:
-    """Cohere's or TEI's rerank, its errors in its own shape."""
-    try:
-        service = _authorized(request)
-        answer = await service.rerank(request.read, api, version, _caller(request))
-    except ApiError as error:
-        return _json(error_body(error, api), error.status, error.headers)
+async def _rerank(version: str, request: web.Request) -> web.Response:
+    """Cohere's rerank (its API version), or TEI's (none)."""
+    answer = await _authorized(request).rerank(request.read, version, _caller(request))
     return _json(answer)
 
 
@@ -224,13 +236,8 @@ async def _tei(
     route: Callable[[EmbeddingsService, Body, Caller], Awaitable[bytes]],
     request: web.Request,
 ) -> web.Response:
-    """One of TEI's embedding routes, its errors in TEI's shape."""
-    try:
-        service = _authorized(request)
-        answer = await route(service, request.read, _caller(request))
-    except ApiError as error:
-        return _json(error_body(error, "tei"), error.status, error.headers)
-    return _json(answer)
+    """One of TEI's embedding routes."""
+    return _json(await route(_authorized(request), request.read, _caller(request)))
 
 
 async def _create_embeddings(request: web.Request) -> web.Response:
@@ -246,11 +253,16 @@ async def _retrieve_model(request: web.Request) -> web.Response:
     return _json(_authorized(request).retrieve_model(request.match_info["model"]))
 
 
+async def _openapi(request: web.Request) -> web.Response:
+    _authorized(request)
+    return _json(request.app[DOCUMENT])
+
+
 async def _live(request: web.Request) -> web.Response:
-    return _json(b'{"status":"live"}')
+    return _json(orjson.dumps(Health(status="live")))
 
 
 async def _ready(request: web.Request) -> web.Response:
     if await request.app[SERVICE].triton_ready():
-        return _json(b'{"status":"ready"}')
+        return _json(orjson.dumps(Health(status="ready")))
     raise ApiError(503, "Triton is not ready", type="server_error", code="service_unavailable")

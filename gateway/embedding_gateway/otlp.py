@@ -23,7 +23,7 @@ import urllib.request
 from collections import Counter, deque
 from collections.abc import Sequence
 
-from embedding_client.gateway.tracing import Span
+from embedding_gateway.tracing import Span
 
 # About 500 traced requests of 4 spans each: a burst the thread catches up
 # with, in a few MB.
@@ -34,7 +34,7 @@ EXPORT_INTERVAL_S = 1.0
 EXPORT_TIMEOUT_S = 2.0
 FLUSH_TIMEOUT_S = 5.0
 DROP_REPORT_INTERVAL_S = 10.0
-SCOPE_NAME = "embedding_client.gateway"
+SCOPE_NAME = "embedding_gateway"
 STATUS_ERROR = 2
 # The logging `extra` field of a drop report's count (logs.py writes it).
 DROPPED_FIELD = "dropped_spans"

@@ -1,15 +1,23 @@
-"""OpenAI-style error objects, and how Triton's failures map onto them."""
+"""The gateway's errors: each API's error body (OpenAI's error object,
+Cohere's message, TEI's error and error_type), declared once here for
+the answers and the OpenAPI document, and how Triton's failures map onto
+them."""
 
 from __future__ import annotations
 
-import orjson
+from typing import Literal
 
+import orjson
 from embedding_client.errors import (
     AccessError,
     EmbeddingError,
     InvalidInputError,
     UnavailableError,
 )
+from typing_extensions import TypedDict
+
+# The APIs the gateway speaks, each with its own error body.
+Api = Literal["openai", "cohere", "tei"]
 
 _RATE_LIMITED = {"StatusCode.RESOURCE_EXHAUSTED", "429"}
 # What a 429 or 503 tells a client to wait (the Retry-After header), once the
@@ -26,6 +34,30 @@ _CODES = {
     "invalid_input": "invalid_value",
     "input_too_large": "context_length_exceeded",
 }
+
+
+class OpenAIErrorObject(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class OpenAIError(TypedDict):
+    error: OpenAIErrorObject
+
+
+class CohereError(TypedDict):
+    message: str
+
+
+class TeiError(TypedDict):
+    error: str
+    # A refused request is the caller's ("Validation"), a failure the service's.
+    error_type: Literal["Validation", "Backend"]
+
+
+ERROR_BODIES: dict[Api, type] = {"openai": OpenAIError, "cohere": CohereError, "tei": TeiError}
 
 
 class ApiError(Exception):
@@ -50,17 +82,19 @@ class ApiError(Exception):
         """A 429 or 503 says when to come back."""
         return {"Retry-After": str(RETRY_AFTER_S)} if self.status in (429, 503) else {}
 
-    def body(self) -> bytes:
-        return orjson.dumps(
-            {
-                "error": {
-                    "message": self.message,
-                    "type": self.type,
-                    "param": self.param,
-                    "code": self.code,
-                }
-            }
+    def body(self, api: Api = "openai") -> bytes:
+        """The error in the API's own shape."""
+        if api == "cohere":
+            return orjson.dumps(CohereError(message=self.message))
+        if api == "tei":
+            kind: Literal["Validation", "Backend"] = (
+                "Validation" if self.status < 500 else "Backend"
+            )
+            return orjson.dumps(TeiError(error=self.message, error_type=kind))
+        error = OpenAIErrorObject(
+            message=self.message, type=self.type, param=self.param, code=self.code
         )
+        return orjson.dumps(OpenAIError(error=error))
 
 
 def bad_request(message: str, param: str | None, code: str = "invalid_value") -> ApiError:

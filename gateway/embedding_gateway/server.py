@@ -1,9 +1,11 @@
-"""Run the OpenAI-compatible embeddings gateway.
+"""Run the gateway of OpenAI's, Cohere's and TEI's APIs.
 
     embedding-gateway --triton-url 127.0.0.1:8001 \
         --model all-MiniLM-L6-v2=model_repository/shared/tokenizer/1/tokenizer.json \
         [--model NAME=TOKENIZER_JSON ...] [--reranker NAME ...] [--sparse NAME ...] \
         [--port 8080]
+    embedding-gateway --triton-url 127.0.0.1:8001 --catalog models.toml \
+        --model-repository model_repository --exports build/exports
     scripts/gateway.sh --triton-url 127.0.0.1:8001 --catalog models.toml
 
 Each --model serves one of Triton's embedding models under its Triton name
@@ -11,11 +13,16 @@ at /v1/embeddings (OpenAI's API) and /embed (TEI's), with that model's
 tokenizer.json; each --reranker one of its rerankers at /v1/rerank and
 /v2/rerank (Cohere's API) and /rerank (TEI's); each --sparse one of its
 sparse encoders at /embed_sparse (TEI's). --catalog serves every model of
-the catalog the server runs, by each of its names. With EMBEDDING_GATEWAY_API_KEY set, every request but the health
-checks needs `Authorization: Bearer <that key>`. It logs one JSON object a
-line, an access line per request among them, unless --log-format text
-asks for its human lines (logs.py). With --otlp-endpoint it sends spans of
-its own to that OpenTelemetry collector (tracing.py).
+the catalog the server runs, by each of its names, each embedding model's
+tokenizer.json found in its export: the packaged model's in the service's
+model repository (--model-repository), the others' where the launcher
+exported them (--exports; scripts/gateway.sh gives both from the
+checkout). GET /openapi.json describes every route. With
+EMBEDDING_GATEWAY_API_KEY set, every request but the health checks needs
+`Authorization: Bearer <that key>`. It logs one JSON object a line, an
+access line per request among them, unless --log-format text asks for its
+human lines (logs.py). With --otlp-endpoint it sends spans of its own to
+that OpenTelemetry collector (tracing.py).
 """
 
 from __future__ import annotations
@@ -27,17 +34,18 @@ import re
 from pathlib import Path
 
 from aiohttp import web
+from embedding_client.tokenization import ClientTokenizer
 
-from embedding_client.gateway.app import GatewayModel, GatewaySettings, create_app
-from embedding_client.gateway.logs import (
+from embedding_gateway.app import GatewayModel, GatewaySettings, create_app
+from embedding_gateway.catalog import ExportFolders, gateway_catalog
+from embedding_gateway.logs import (
     ACCESS_LOGGER,
     DEFAULT_FORMAT,
     FORMATS,
     JsonAccessLogger,
     configure_logging,
 )
-from embedding_client.gateway.tracing import add_tracing_arguments, settings_from_arguments
-from embedding_client.tokenization import ClientTokenizer
+from embedding_gateway.tracing import add_tracing_arguments, settings_from_arguments
 
 API_KEY_VARIABLE = "EMBEDDING_GATEWAY_API_KEY"
 # Triton's model names (a folder name), which also fit in /v1/models/{model}.
@@ -71,15 +79,8 @@ def model_argument(value: str) -> GatewayModel:
 
 def _add_catalog(args: argparse.Namespace, path: Path) -> str | None:
     """Adds the catalog's models to those named one by one; or why not."""
-    try:
-        from server.gateway_catalog import gateway_catalog
-    except ModuleNotFoundError:
-        return (
-            "--catalog reads the service's catalog and exports with its server/ package: run "
-            "scripts/gateway.sh in the service's checkout, or name each model with --model, "
-            "--reranker or --sparse"
-        )
-    catalog = gateway_catalog(path.resolve())
+    folders = ExportFolders(args.model_repository, args.exports)
+    catalog = gateway_catalog(path.resolve(), folders)
     if isinstance(catalog, str):
         return catalog
     try:
@@ -91,12 +92,8 @@ def _add_catalog(args: argparse.Namespace, path: Path) -> str | None:
     return None
 
 
-def argument_parser() -> argparse.ArgumentParser:
-    defaults = GatewaySettings("", ())
-    parser = argparse.ArgumentParser(
-        prog="embedding-gateway", description=(__doc__ or "").splitlines()[0]
-    )
-    parser.add_argument("--triton-url", required=True, help="Triton's gRPC host:port")
+def _add_models(parser: argparse.ArgumentParser) -> None:
+    """What to serve: models one by one, or a catalog's."""
     parser.add_argument(
         "--model",
         dest="models",
@@ -107,31 +104,44 @@ def argument_parser() -> argparse.ArgumentParser:
         help="an embedding model to serve: its Triton name, also its OpenAI name, and its "
         "tokenizer.json (repeat for more models)",
     )
-    parser.add_argument(
-        "--reranker",
-        dest="rerankers",
-        type=triton_name,
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a reranker to serve, by its Triton name (repeat for more)",
-    )
-    parser.add_argument(
-        "--sparse",
-        dest="sparse",
-        type=triton_name,
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a sparse encoder to serve, by its Triton name (repeat for more)",
-    )
+    for option, dest, what in (
+        ("--reranker", "rerankers", "a reranker"),
+        ("--sparse", "sparse", "a sparse encoder"),
+    ):
+        parser.add_argument(
+            option,
+            dest=dest,
+            type=triton_name,
+            action="append",
+            default=[],
+            metavar="NAME",
+            help=f"{what} to serve, by its Triton name (repeat for more)",
+        )
     parser.add_argument(
         "--catalog",
         type=Path,
         metavar="FILE",
-        help="serve every model of the service's catalog, by name (each embedding model's "
-        "tokenizer from its export); needs the service's checkout, as scripts/gateway.sh runs",
+        help="serve every model of the service's catalog, by name, each embedding model's "
+        "tokenizer.json from its export (see --model-repository and --exports)",
     )
+    parser.add_argument(
+        "--model-repository",
+        type=Path,
+        metavar="DIR",
+        help="with --catalog: the service's model repository, the packaged model's export",
+    )
+    parser.add_argument(
+        "--exports",
+        type=Path,
+        metavar="DIR",
+        help="with --catalog: where the launcher exports the catalog's other models "
+        "(build/exports in the service's checkout)",
+    )
+
+
+def _add_serving(parser: argparse.ArgumentParser) -> None:
+    """How to serve: Triton's load, keys, the address, the log."""
+    defaults = GatewaySettings("", ())
     parser.add_argument(
         "--max-in-flight",
         type=int,
@@ -161,6 +171,15 @@ def argument_parser() -> argparse.ArgumentParser:
         "line per request (method, path, status, duration_ms, the request's trace_id); text: "
         "the human lines, no access lines (default: %(default)s)",
     )
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embedding-gateway", description=(__doc__ or "").splitlines()[0]
+    )
+    parser.add_argument("--triton-url", required=True, help="Triton's gRPC host:port")
+    _add_models(parser)
+    _add_serving(parser)
     add_tracing_arguments(parser)
     return parser
 
@@ -228,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         web.run_app(create_app(settings), host=host, port=port, access_log=None, print=None)
         return
     # Not __name__, which is __main__ under `python -m`.
-    logging.getLogger("embedding_client.gateway").info(started)
+    logging.getLogger("embedding_gateway").info(started)
     web.run_app(
         create_app(settings),
         host=host,

@@ -24,12 +24,12 @@ from datetime import UTC, datetime
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.web import BaseRequest, Request, StreamResponse
 
-from embedding_client.gateway.otlp import DROPPED_FIELD
-from embedding_client.gateway.tracing import REQUEST_TRACE
+from embedding_gateway.otlp import DROPPED_FIELD
+from embedding_gateway.tracing import REQUEST_TRACE
 
 FORMATS = ("json", "text")
 DEFAULT_FORMAT = "json"
-ACCESS_LOGGER = "embedding_client.gateway.access"
+ACCESS_LOGGER = "embedding_gateway.access"
 # What the gateway logged before JSON; kept exactly for --log-format text.
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 # The attributes a line may carry (logging's `extra`), in this order: a

@@ -12,29 +12,31 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
-
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.errors import EmbeddingError
-from embedding_client.gateway.errors import ApiError, from_embedding_error
-from embedding_client.gateway.protocol import (
-    EmbeddingsRequest,
+from embedding_client.plan import tokens_model_name
+from embedding_client.tokenization import ClientTokenizer
+
+from embedding_gateway.cohere_api import parse_cohere_rerank, render_cohere
+from embedding_gateway.errors import ApiError, from_embedding_error
+from embedding_gateway.openai_api import (
+    EmbeddingsCall,
+    ModelObject,
     TokenLimits,
-    model_not_found,
     model_object,
     parse_embeddings_request,
     render_embeddings,
     render_models,
 )
-from embedding_client.gateway.rerank_protocol import (
-    Api,
-    parse_rerank_request,
-    render_cohere,
-    render_tei,
+from embedding_gateway.served_models import model_not_found
+from embedding_gateway.tei_api import (
+    parse_tei_embed,
+    parse_tei_rerank,
+    render_dense,
+    render_ranks,
+    render_sparse,
 )
-from embedding_client.gateway.tei_protocol import parse_tei_request, render_dense, render_sparse
-from embedding_client.gateway.tracing import UNTRACED, RequestTrace
-from embedding_client.plan import tokens_model_name
-from embedding_client.tokenization import ClientTokenizer
+from embedding_gateway.tracing import UNTRACED, RequestTrace
 
 OWNED_BY = "triton-embedding-service"
 # Tokenizing a large input on the event loop would stall every other
@@ -106,6 +108,11 @@ class EmbeddingsService:
         )
         self._api_key = api_key.encode() if api_key else None
 
+    @property
+    def tasks(self) -> Mapping[str, str]:
+        """Every model the gateway serves, by name, with its task."""
+        return self._tasks
+
     def authorize(self, authorization: str | None) -> None:
         if self._api_key is None:
             return
@@ -137,10 +144,15 @@ class EmbeddingsService:
             raise from_embedding_error(error, model.name) from error
         return render_embeddings(vectors, request.encoding_format, model.name, prompt_tokens)
 
-    async def rerank(self, read: Body, api: Api, version: str, caller: Caller = NO_CALLER) -> bytes:
-        """A rerank request in `api`'s shape (Cohere's API `version`)."""
+    async def rerank(self, read: Body, version: str, caller: Caller = NO_CALLER) -> bytes:
+        """Cohere's rerank (its API `version`), or TEI's without a version."""
         with caller.trace.span("parse"):
-            request = parse_rerank_request(await read(), api, list(self._rerankers), self._tasks)
+            body = await read()
+            rerankers = list(self._rerankers)
+            if version:
+                request = parse_cohere_rerank(body, rerankers, self._tasks)
+            else:
+                request = parse_tei_rerank(body, rerankers, self._tasks)
         caller.trace.describe(request.model, len(request.documents))
         try:
             with self._calling(self._rerankers[request.model], caller, request.model) as client:
@@ -152,16 +164,12 @@ class EmbeddingsService:
                 )
         except EmbeddingError as error:
             raise from_embedding_error(error, request.model) from error
-        return (
-            render_cohere(ranked, request, version)
-            if api == "cohere"
-            else render_tei(ranked, request)
-        )
+        return render_cohere(ranked, request, version) if version else render_ranks(ranked, request)
 
     async def tei_embed(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed: texts to the model's text entry point."""
         with caller.trace.span("parse"):
-            request = parse_tei_request(await read(), "embed", list(self._models), self._tasks)
+            request = parse_tei_embed(await read(), "embed", list(self._models), self._tasks)
         caller.trace.describe(request.model, len(request.texts))
         try:
             with self._calling(self._models[request.model].client, caller, request.model) as client:
@@ -178,7 +186,7 @@ class EmbeddingsService:
     async def embed_sparse(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed_sparse."""
         with caller.trace.span("parse"):
-            request = parse_tei_request(await read(), "sparse", list(self._sparse), self._tasks)
+            request = parse_tei_embed(await read(), "sparse", list(self._sparse), self._tasks)
         caller.trace.describe(request.model, len(request.texts))
         try:
             with self._calling(self._sparse[request.model], caller, request.model) as client:
@@ -203,7 +211,7 @@ class EmbeddingsService:
     async def _embed(
         self,
         model: ServedModel,
-        request: EmbeddingsRequest,
+        request: EmbeddingsCall,
         rows: list[list[int]],
         caller: Caller,
     ) -> np.ndarray:
@@ -226,10 +234,10 @@ class EmbeddingsService:
 
     def retrieve_model(self, name: str) -> bytes:
         if name not in self._tasks:
-            raise model_not_found(name, self._tasks)
+            raise model_not_found(name, list(self._tasks))
         return orjson.dumps(self._model_object(name))
 
-    def _model_object(self, name: str) -> dict[str, object]:
+    def _model_object(self, name: str) -> ModelObject:
         return model_object(name, self._created, OWNED_BY)
 
     async def triton_ready(self) -> bool:

@@ -1,0 +1,264 @@
+"""The model catalog: one TOML file naming every model one server serves.
+
+    [[models]]
+    name = "all-MiniLM-L6-v2"        # what clients call it: the Triton model, the OpenAI model
+    aliases = ["embed"]              # more names for the same model
+    # path = "models/e5-small"       # a sentence-transformers folder; absent: the packaged MiniLM
+    # task = "embed"                 # embed | rerank | sparse; absent: what the folder says it is
+    engine = "auto"                  # auto | onnxruntime | openvino | tensorrt
+    instances = 2                    # embedder instances; absent: its config.pbtxt's count
+
+A catalog that cannot be served is refused here, before any export or
+start, with a message naming the entry. The launcher (server/catalog.py
+names its default, `models.toml` at the repository root) and the gateway
+read it here. Standard library only, like the launcher.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from embedding_catalog import toml
+
+# auto: on a server with the packaged model's TensorRT engine (built on its
+# GPU by export/export_tensorrt.py), that engine; otherwise OpenVINO where
+# its export measured it faster than ONNX Runtime on this machine at the
+# cosine bar, ONNX Runtime otherwise (the launcher's server/catalog_exports.py).
+ENGINES = ("auto", "onnxruntime", "openvino", "tensorrt")
+# Engines built for the packaged model only, so far.
+PACKAGED_ENGINES = ("tensorrt",)
+KEYS = frozenset({"name", "path", "aliases", "engine", "instances", "task"})
+# What a sentence-transformers folder is for: config_sentence_transformers.json's
+# model_type names its class. A folder without one is a bi-encoder, as
+# sentence-transformers saved them before it had other classes.
+MODEL_TYPE_FILE = "config_sentence_transformers.json"
+TASKS_BY_MODEL_TYPE = {
+    "SentenceTransformer": "embed",
+    "CrossEncoder": "rerank",
+    "SparseEncoder": "sparse",
+}
+TASKS = tuple(TASKS_BY_MODEL_TYPE.values())
+# The engines each task's export writes for; a bi-encoder's are ENGINES. A
+# reranker's auto is the CPU engine its export measured faster.
+TASK_ENGINES = {
+    "embed": ENGINES,
+    "rerank": ("auto", "onnxruntime", "openvino"),
+    "sparse": ("auto", "onnxruntime"),
+}
+# Triton names a model by its folder: letters, digits, '_', '-' and '.',
+# not starting with '.', and short enough for a metric label.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# The Triton models each catalog name becomes (server/served_repository.py):
+# the text entry point is the name itself.
+TOKENS_SUFFIX = "_tokens"
+TOKENIZER_SUFFIX = ".tokenizer"
+# The stage that runs the exported model, by task.
+ENGINE_STAGE_SUFFIXES = {"embed": ".embedder", "rerank": ".scorer", "sparse": ".encoder"}
+# Shared by every model: the serializer of embeddings, and of sparse rows
+# where the catalog holds a sparse encoder.
+SERIALIZER = "serializer"
+SPARSE_SERIALIZER = "sparse_serializer"
+# The serializer a task's entry points end in; a reranker's scores need none.
+SERIALIZERS = {"embed": SERIALIZER, "sparse": SPARSE_SERIALIZER}
+# The packaged model's stages keep model_repository's names (the GPU
+# embedders and perf/ address them so).
+PACKAGED_STAGES = ("tokenizer", "embedder", "embedder_engine")
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    name: str
+    path: Path | None  # None: the packaged all-MiniLM-L6-v2
+    aliases: tuple[str, ...] = ()
+    engine: str = "auto"
+    instances: int | None = None
+    task: str = "embed"
+    # Set by the launcher, never by the file: where its load probe found the
+    # engine dies in the export's OpenVINO setting on this machine
+    # (server/engine_probe.py), the setting served instead (precision,
+    # threads per stream), and the line that says why.
+    openvino_setting: tuple[str, int] | None = None
+    probe_note: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name clients may call it by."""
+        return (self.name, *self.aliases)
+
+    @property
+    def tokenizer(self) -> str:
+        return PACKAGED_STAGES[0] if self.path is None else self.name + TOKENIZER_SUFFIX
+
+    @property
+    def engine_stage(self) -> str:
+        """The stage that runs the exported model: the embedder, a
+        reranker's scorer or a sparse encoder's encoder."""
+        if self.path is None:
+            return PACKAGED_STAGES[1]
+        return self.name + ENGINE_STAGE_SUFFIXES[self.task]
+
+    @property
+    def entry_suffixes(self) -> tuple[str, ...]:
+        """The entry points per name: texts in, and for a bi-encoder token
+        ids in (NAME_tokens)."""
+        return ("", TOKENS_SUFFIX) if self.task == "embed" else ("",)
+
+    @property
+    def own_stages(self) -> tuple[str, ...]:
+        """The stages this entry adds to a server (the shared serializers
+        aside); the packaged model's include its TensorRT engine's."""
+        return PACKAGED_STAGES if self.path is None else (self.tokenizer, self.engine_stage)
+
+    @property
+    def serializer(self) -> str | None:
+        """The shared serializer its entry points end in, if any."""
+        return SERIALIZERS.get(self.task)
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """Every model its entry points' ensembles call: its own stages and
+        its serializer."""
+        serializer = self.serializer
+        return self.own_stages if serializer is None else (*self.own_stages, serializer)
+
+    def triton_models(self) -> tuple[str, ...]:
+        """The Triton models this entry adds to a server."""
+        entries = tuple(name + suffix for name in self.names for suffix in self.entry_suffixes)
+        return (*entries, *self.own_stages)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    path: Path
+    models: tuple[CatalogModel, ...]
+
+    def model(self, name: str) -> CatalogModel | None:
+        return next((model for model in self.models if name in model.names), None)
+
+    def stages(self) -> dict[str, tuple[str, ...]]:
+        """Each name clients may call a model of this catalog by, with the
+        stages its entry points call (an alias's are its model's)."""
+        return {name: model.stages for model in self.models for name in model.names}
+
+
+def read_catalog(path: Path) -> Catalog | str:
+    """The catalog at `path`, or the message that refuses it."""
+    try:
+        document = toml.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        return f"catalog {path}: cannot read it ({error.strerror})"
+    except toml.TOMLDecodeError as error:
+        return f"catalog {path}: not valid TOML ({error})"
+    tables = document.get("models")
+    if not isinstance(tables, list) or not tables:
+        return f"catalog {path}: no [[models]] entry"
+    models: list[CatalogModel] = []
+    for index, table in enumerate(tables):
+        model = _entry(table, path.parent)
+        if isinstance(model, str):
+            label = table.get("name") if isinstance(table.get("name"), str) else f"#{index + 1}"
+            return f"catalog {path}: entry {label!r}: {model}"
+        models.append(model)
+    clash = _name_clash(models)
+    return f"catalog {path}: {clash}" if clash else Catalog(path, tuple(models))
+
+
+def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
+    unknown = sorted(table.keys() - KEYS)
+    if unknown:
+        return f"unknown keys {unknown} (known: {sorted(KEYS)})"
+    name = table.get("name")
+    if not isinstance(name, str):
+        return "'name' is required and must be a string"
+    aliases = table.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(alias, str) for alias in aliases):
+        return "'aliases' must be a list of strings"
+    for each in (name, *aliases):
+        if not NAME_PATTERN.fullmatch(each):
+            return (
+                f"{each!r} is not a name Triton can serve: letters, digits, '_', '-' and '.', "
+                "starting with a letter or digit, at most 64 characters"
+            )
+    engine = table.get("engine", "auto")
+    if engine not in ENGINES:
+        return f"'engine' is {engine!r}; expected one of {list(ENGINES)}"
+    instances = table.get("instances")
+    if instances is not None and (
+        isinstance(instances, bool) or not isinstance(instances, int) or instances < 1
+    ):
+        return "'instances' must be a positive integer"
+    task = table.get("task")
+    if task is not None and task not in TASKS:
+        return f"'task' is {task!r}; expected one of {list(TASKS)}"
+    folder = table.get("path")
+    if folder is None:
+        if task not in (None, "embed"):
+            return (
+                f"'task' is {task!r}, but the packaged model (no 'path') is a bi-encoder: 'embed'"
+            )
+        return CatalogModel(name, None, tuple(aliases), str(engine), instances)
+    if not isinstance(folder, str):
+        return "'path' must be a string"
+    if engine in PACKAGED_ENGINES:
+        return f"the {engine} engine serves the packaged model only (an entry without 'path')"
+    resolved = (base / folder).resolve()
+    if not (resolved / "modules.json").is_file():
+        return f"'path' {resolved} is not a sentence-transformers folder (no modules.json)"
+    kind = folder_kind(resolved)
+    if isinstance(kind, str):
+        return kind
+    if task is not None and task != kind.task:
+        return f"'task' is {task!r}, but {resolved} holds a {kind.model_type}: {kind.task!r}"
+    served_by = [each for each in TASK_ENGINES[kind.task] if each != "auto"]
+    if engine not in TASK_ENGINES[kind.task]:
+        return (
+            f"'engine' is {engine!r}, but a {kind.model_type} is served by "
+            f"{' or '.join(served_by)} only, so far"
+        )
+    return CatalogModel(name, resolved, tuple(aliases), str(engine), instances, kind.task)
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    model_type: str  # the sentence-transformers class the folder was saved from
+    task: str
+
+
+def folder_kind(folder: Path) -> FolderKind | str:
+    """What the sentence-transformers folder holds, or the message that
+    refuses it."""
+    path = folder / MODEL_TYPE_FILE
+    model_type = "SentenceTransformer"
+    if path.is_file():
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            return f"{path}: cannot read it as JSON ({error})"
+        if not isinstance(document, dict):
+            return f"{path}: not a JSON object"
+        model_type = document.get("model_type", model_type)
+    task = TASKS_BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
+    if task is None:
+        return (
+            f"{path}: model_type {model_type!r} is no model this server knows "
+            f"(known: {', '.join(TASKS_BY_MODEL_TYPE)})"
+        )
+    return FolderKind(model_type, task)
+
+
+def _name_clash(models: list[CatalogModel]) -> str | None:
+    """The first Triton model name two entries would both add, if any."""
+    owners: dict[str, str] = {SERIALIZER: "the shared serializer"}
+    for model in models:
+        for triton_name in model.triton_models():
+            owner = owners.get(triton_name)
+            if owner is not None:
+                return (
+                    f"entry {model.name!r} needs the Triton model {triton_name!r}, "
+                    f"which {owner} has already"
+                )
+            owners[triton_name] = f"entry {model.name!r}"
+    return None
