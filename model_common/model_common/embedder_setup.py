@@ -1,7 +1,7 @@
-"""What every embedder reads when Triton initializes it: its config's
-parameters, its version folder, the export record there and the token
-limits derived from both. Pure Python: the models' `initialize` builds it
-from Triton's `args`."""
+"""What every stage reads when Triton initializes it: its config's
+parameters, its version folder, the export record there (or the record the
+stage names) and, for those fed token ids, the token limits derived from
+both. Pure Python: the stages' `initialize` builds it from Triton's `args`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,13 @@ from model_common.record import ExportRecord
 from model_common.tokens import TokenLimits
 
 # The config parameter bounding real tokens per request, which every
-# embedder's config declares.
+# stage fed token ids declares.
 MAX_TOKENS_PARAMETER = "max_tokens_per_request"
+
+
+def version_dir(args: Mapping[str, str]) -> Path:
+    """The model's version folder, from the `args` Triton passes initialize."""
+    return Path(args["model_repository"]) / args["model_version"]
 
 
 @dataclass(frozen=True)
@@ -26,26 +31,27 @@ class EmbedderSetup:
     max_batch_size: int  # the config's: rows per execution
 
     @classmethod
-    def from_args(cls, args: Mapping[str, str]) -> EmbedderSetup:
-        """From the `args` Triton passes a Python model's initialize."""
+    def from_args(cls, args: Mapping[str, str], record: ExportRecord) -> EmbedderSetup:
+        """From the `args` Triton passes a Python model's initialize, and
+        the export record the stage runs by."""
         config = json.loads(args["model_config"])
         parameters = {
             key: str(value["string_value"]) for key, value in config["parameters"].items()
         }
-        version_dir = Path(args["model_repository"]) / args["model_version"]
-        return cls(
-            parameters,
-            version_dir,
-            ExportRecord.read(version_dir),
-            int(config.get("max_batch_size", 0)),
-        )
+        return cls(parameters, version_dir(args), record, int(config.get("max_batch_size", 0)))
+
+    def text(self, key: str) -> str:
+        """A parameter's value; a missing one fails the load with a message
+        naming it."""
+        value = self.parameters.get(key)
+        if value is None:
+            raise ValueError(f"the config declares no parameter {key!r}")
+        return value
 
     def integer(self, key: str) -> int:
         """An integer parameter; a missing or malformed one fails the load
         with a message naming it."""
-        value = self.parameters.get(key)
-        if value is None:
-            raise ValueError(f"the config declares no parameter {key!r}")
+        value = self.text(key)
         try:
             return int(value)
         except ValueError:

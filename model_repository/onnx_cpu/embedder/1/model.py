@@ -8,29 +8,38 @@ in length-sorted groups (model_common.rows), one group after another.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnxruntime as ort
+from model_common.embedder import GroupedEmbedder
+from model_common.embedder_setup import EmbedderSetup
+from model_common.graph_tensors import onnxruntime_tensors
 from model_common.rows import Embeddings, Tokens, groups_by_tokens
-from model_common.triton import GroupedEmbedder
+from model_common.tensors import EMBEDDER_IO
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
-# What ONNX Runtime raises when a request's values break the graph.
-_RUN_ERRORS = (Fail, InvalidArgument, RuntimeException)
+_FEEDS = [tensor.graph_name for tensor in EMBEDDER_IO.inputs]
+_READS = [tensor.graph_name for tensor in EMBEDDER_IO.outputs]
 
 
 class TritonPythonModel(GroupedEmbedder):
-    def initialize(self, args: dict[str, str]) -> None:
-        setup = self._set_up(args, _RUN_ERRORS)
-        self._tokens_per_run = setup.integer("tokens_per_run")
+    run_errors = (Fail, InvalidArgument, RuntimeException)
 
+    def _open(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
+        self._tokens_per_run = setup.integer("tokens_per_run")
         options = ort.SessionOptions()
         options.intra_op_num_threads = setup.integer("intra_op_num_threads")
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(
             str(setup.version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        self._check_graph(
+            "model.onnx",
+            onnxruntime_tensors(self._session),
+            EMBEDDER_IO.inputs,
+            EMBEDDER_IO.outputs,
         )
 
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
@@ -41,7 +50,7 @@ class TritonPythonModel(GroupedEmbedder):
         results = []
         for input_ids, attention_mask in groups:
             embedding, norm = self._session.run(
-                ["embedding", "norm"], {"input_ids": input_ids, "attention_mask": attention_mask}
+                _READS, dict(zip(_FEEDS, (input_ids, attention_mask), strict=True))
             )
             results.append((embedding, norm))
         return results

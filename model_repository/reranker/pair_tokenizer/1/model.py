@@ -16,14 +16,24 @@ CrossEncoder.predict(prompt_name=...) puts it.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Mapping
 
 import triton_python_backend_utils as pb_utils
+from model_common.door import AdmissionDoor
+from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
-from model_common.record import ExportRecord
+from model_common.request_io import invalid, read_texts, triton_tensor
+from model_common.stage import Stage
+from model_common.tensors import (
+    ATTENTION_MASK,
+    INPUT_IDS,
+    QUERY,
+    TEXT,
+    TOKEN_TYPE_IDS,
+    StageIO,
+)
 from model_common.text_options import Prompts, prompt_text
 from model_common.tokens import pad_rows
-from model_common.triton import AdmissionDoor, invalid, read_texts
 from tokenizers import Encoding, Tokenizer
 
 Pairs = tuple[list[tuple[str, str]], bool]  # a request's pairs, and whether to truncate
@@ -46,10 +56,10 @@ def _decode_pairs(
     except ValueError as error:
         return invalid(str(error))
     # The query is checked empty before its prompt goes before it.
-    queries = read_texts(request, "QUERY", max_text_bytes)
+    queries = read_texts(request, QUERY, max_text_bytes)
     if isinstance(queries, pb_utils.TritonError):
         return queries
-    documents = read_texts(request, "TEXT", max_text_bytes)
+    documents = read_texts(request, TEXT, max_text_bytes)
     if isinstance(documents, pb_utils.TritonError):
         return documents
     for index, query in enumerate(queries):
@@ -64,12 +74,13 @@ def _decode_pairs(
     ], truncate
 
 
-class TritonPythonModel:
-    def initialize(self, args: dict[str, str]) -> None:
-        config = json.loads(args["model_config"])
-        version_dir = Path(args["model_repository"]) / args["model_version"]
-        self._prompts = Prompts.from_record(ExportRecord.read(version_dir).fields)
-        path = version_dir / "tokenizer.json"
+class TritonPythonModel(Stage[Pairs, list[Encoding]]):
+    io = StageIO(inputs=(QUERY, TEXT), outputs=(INPUT_IDS, ATTENTION_MASK, TOKEN_TYPE_IDS))
+    admission = AdmissionDoor
+
+    def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
+        self._prompts = Prompts.from_record(setup.record.fields)
+        path = setup.version_dir / "tokenizer.json"
         self._truncating = Tokenizer.from_file(str(path))
         truncation = self._truncating.truncation
         if truncation is None:
@@ -79,49 +90,30 @@ class TritonPythonModel:
         self._max_length: int = truncation["max_length"]
         self._whole = Tokenizer.from_file(str(path))
         self._whole.no_truncation()
-        parameters = config["parameters"]
-        self._truncate = parameters["truncate"]["string_value"] == "true"
-        self._max_text_bytes = int(parameters["max_text_bytes"]["string_value"])
-        self._door = AdmissionDoor(args, parameters)
+        self._truncate = setup.text("truncate") == "true"
+        self._max_text_bytes = setup.integer("max_text_bytes")
 
-    def execute(
-        self, requests: list[pb_utils.InferenceRequest]
-    ) -> list[pb_utils.InferenceResponse]:
-        decoded = [
-            _decode_pairs(request, self._max_text_bytes, self._truncate, self._prompts)
-            for request in requests
-        ]
-        valid = [item for item in decoded if not isinstance(item, pb_utils.TritonError)]
-        if valid:
-            self._door.admit()
-        encoded = iter(self._encode(valid))
-        responses = [
-            pb_utils.InferenceResponse(error=item)
-            if isinstance(item, pb_utils.TritonError)
-            else self._respond(next(encoded), item[1])
-            for item in decoded
-        ]
-        self._door.released(responses)
-        return responses
+    def _decode(self, request: pb_utils.InferenceRequest) -> Pairs | pb_utils.TritonError:
+        return _decode_pairs(request, self._max_text_bytes, self._truncate, self._prompts)
 
-    def _encode(self, valid: list[Pairs]) -> list[list[Encoding]]:
+    def _run(self, batch: list[Pairs]) -> list[list[Encoding]]:
         """Each request's encodings: one batch-encode call for the requests
         that truncate, one for those that do not."""
         encoded: dict[bool, list[Encoding]] = {}
-        for truncate in {truncate for _, truncate in valid}:
+        for truncate in {truncate for _, truncate in batch}:
             tokenizer = self._truncating if truncate else self._whole
-            pairs = [pair for own, each in valid if each == truncate for pair in own]
+            pairs = [pair for own, each in batch if each == truncate for pair in own]
             encoded[truncate] = tokenizer.encode_batch_fast(pairs)
         taken = dict.fromkeys(encoded, 0)
         requests = []
-        for own, truncate in valid:
+        for own, truncate in batch:
             start = taken[truncate]
             requests.append(encoded[truncate][start : start + len(own)])
             taken[truncate] += len(own)
         return requests
 
-    def _respond(self, encodings: list[Encoding], truncate: bool) -> pb_utils.InferenceResponse:
-        if not truncate:
+    def _respond(self, item: Pairs, encodings: list[Encoding]) -> pb_utils.InferenceResponse:
+        if not item[1]:
             for index, encoding in enumerate(encodings):
                 if len(encoding.ids) > self._max_length:
                     return pb_utils.InferenceResponse(
@@ -138,8 +130,8 @@ class TritonPythonModel:
         token_type_ids, _ = pad_rows([encoding.type_ids for encoding in encodings])
         return pb_utils.InferenceResponse(
             output_tensors=[
-                pb_utils.Tensor("INPUT_IDS", input_ids),
-                pb_utils.Tensor("ATTENTION_MASK", attention_mask),
-                pb_utils.Tensor("TOKEN_TYPE_IDS", token_type_ids),
+                triton_tensor(INPUT_IDS, input_ids),
+                triton_tensor(ATTENTION_MASK, attention_mask),
+                triton_tensor(TOKEN_TYPE_IDS, token_type_ids),
             ]
         )

@@ -5,8 +5,10 @@ score, running the exported ONNX graph (1/model.onnx) under ONNX Runtime
 from __future__ import annotations
 
 from model_common.onnx_rows import OnnxRows
+from model_common.tensors import ATTENTION_MASK, INPUT_IDS, SCORE, TOKEN_TYPE_IDS, StageIO
 
 
 class TritonPythonModel(OnnxRows):
-    graph_output = "score"
-    triton_output = "SCORE"
+    # Every pair tokenizer's outputs: the graph takes token type ids only
+    # where its model has segments (its export record's `inputs`).
+    io = StageIO(inputs=(INPUT_IDS, ATTENTION_MASK, TOKEN_TYPE_IDS), outputs=(SCORE,))

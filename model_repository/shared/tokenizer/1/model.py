@@ -15,18 +15,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
+from model_common.door import AdmissionDoor
+from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error, sparse_option_error
 from model_common.record import ExportRecord
+from model_common.request_io import invalid, read_texts, triton_tensor
+from model_common.stage import Stage
+from model_common.tensors import ATTENTION_MASK, INPUT_IDS, TEXT, StageIO
 from model_common.text_options import TRUNCATION_DIRECTIONS, Prompts, TextOptions, text_options
 from model_common.tokens import pad_rows
-from model_common.triton import AdmissionDoor, invalid, read_texts
 from tokenizers import Encoding, Tokenizer
 
 OptionCheck = Callable[[Mapping[str, object]], str | None]
+Texts = tuple[list[str], TextOptions]  # a request's texts, each after its prompt, and its options
 
 
 def _row_option_check(record: ExportRecord) -> OptionCheck:
@@ -44,7 +48,7 @@ def _decode_texts(
     option_check: OptionCheck,
     prompts: Prompts,
     truncate: bool,
-) -> tuple[list[str], TextOptions] | pb_utils.TritonError:
+) -> Texts | pb_utils.TritonError:
     """The request's texts, each with its prompt before it, and its text
     options; or the error that refuses the request."""
     parameters = json.loads(request.parameters())
@@ -54,18 +58,18 @@ def _decode_texts(
     options = text_options(parameters, prompts, truncate)
     if isinstance(options, str):
         return invalid(options)
-    texts = read_texts(request, "TEXT", max_text_bytes, options.prompt)
+    texts = read_texts(request, TEXT, max_text_bytes, options.prompt)
     return texts if isinstance(texts, pb_utils.TritonError) else (texts, options)
 
 
-class TritonPythonModel:
-    def initialize(self, args: dict[str, str]) -> None:
-        config = json.loads(args["model_config"])
-        version_dir = Path(args["model_repository"]) / args["model_version"]
-        record = ExportRecord.read(version_dir)
-        self._option_check = _row_option_check(record)
-        self._prompts = Prompts.from_record(record.fields)
-        path = version_dir / "tokenizer.json"
+class TritonPythonModel(Stage[Texts, list[Encoding]]):
+    io = StageIO(inputs=(TEXT,), outputs=(INPUT_IDS, ATTENTION_MASK))
+    admission = AdmissionDoor
+
+    def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
+        self._option_check = _row_option_check(setup.record)
+        self._prompts = Prompts.from_record(setup.record.fields)
+        path = setup.version_dir / "tokenizer.json"
         tokenizer = Tokenizer.from_file(str(path))
         truncation = tokenizer.truncation
         if truncation is None:
@@ -83,51 +87,30 @@ class TritonPythonModel:
             else:
                 each.enable_truncation(self._max_length, direction=direction)
             self._tokenizers[direction] = each
-        parameters = config["parameters"]
-        self._truncate = parameters["truncate"]["string_value"] == "true"
-        self._max_text_bytes = int(parameters["max_text_bytes"]["string_value"])
-        self._door = AdmissionDoor(args, parameters)
+        self._truncate = setup.text("truncate") == "true"
+        self._max_text_bytes = setup.integer("max_text_bytes")
 
-    def execute(
-        self, requests: list[pb_utils.InferenceRequest]
-    ) -> list[pb_utils.InferenceResponse]:
-        decoded = [
-            _decode_texts(
-                request, self._max_text_bytes, self._option_check, self._prompts, self._truncate
-            )
-            for request in requests
-        ]
-        valid = [item for item in decoded if not isinstance(item, pb_utils.TritonError)]
-        if valid:
-            self._door.admit()
-        encoded = iter(self._encode(valid))
-        responses = [
-            pb_utils.InferenceResponse(error=item)
-            if isinstance(item, pb_utils.TritonError)
-            else self._respond(next(encoded), item[1])
-            for item in decoded
-        ]
-        self._door.released(responses)
-        return responses
+    def _decode(self, request: pb_utils.InferenceRequest) -> Texts | pb_utils.TritonError:
+        return _decode_texts(
+            request, self._max_text_bytes, self._option_check, self._prompts, self._truncate
+        )
 
-    def _encode(self, valid: list[tuple[list[str], TextOptions]]) -> list[list[Encoding]]:
+    def _run(self, batch: list[Texts]) -> list[list[Encoding]]:
         """Each request's encodings: one batch-encode call per way of
         truncating among the requests Triton merged."""
-        keys = [options.direction if options.truncate else None for _, options in valid]
+        keys = [options.direction if options.truncate else None for _, options in batch]
         encodings: dict[str | None, Iterator[Encoding]] = {}
         for key in set(keys):
             texts = [
-                text for (own, _), k in zip(valid, keys, strict=True) if k == key for text in own
+                text for (own, _), k in zip(batch, keys, strict=True) if k == key for text in own
             ]
             encodings[key] = iter(self._tokenizers[key].encode_batch_fast(texts))
         return [
-            [next(encodings[key]) for _ in own] for (own, _), key in zip(valid, keys, strict=True)
+            [next(encodings[key]) for _ in own] for (own, _), key in zip(batch, keys, strict=True)
         ]
 
-    def _respond(
-        self, encodings: list[Encoding], options: TextOptions
-    ) -> pb_utils.InferenceResponse:
-        if not options.truncate:
+    def _respond(self, item: Texts, encodings: list[Encoding]) -> pb_utils.InferenceResponse:
+        if not item[1].truncate:
             for index, encoding in enumerate(encodings):
                 if len(encoding.ids) > self._max_length:
                     return pb_utils.InferenceResponse(
@@ -142,7 +125,7 @@ class TritonPythonModel:
         input_ids, attention_mask = pad_rows([encoding.ids for encoding in encodings])
         return pb_utils.InferenceResponse(
             output_tensors=[
-                pb_utils.Tensor("INPUT_IDS", input_ids),
-                pb_utils.Tensor("ATTENTION_MASK", attention_mask),
+                triton_tensor(INPUT_IDS, input_ids),
+                triton_tensor(ATTENTION_MASK, attention_mask),
             ]
         )

@@ -11,22 +11,24 @@ the rest are zeroed here.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from model_common.embedder_setup import EmbedderSetup
 from model_common.onnx_rows import OnnxRows
 from model_common.rows import keep_largest
+from model_common.tensors import ACTIVATIONS, ATTENTION_MASK, INPUT_IDS, StageIO
 
 # The request parameter that keeps the k largest values (the serializer's).
 _MAX_ACTIVE_DIMS = "max_active_dims"
 
 
 class TritonPythonModel(OnnxRows):
-    graph_output = "activations"
-    triton_output = "ACTIVATIONS"
+    io = StageIO(inputs=(INPUT_IDS, ATTENTION_MASK), outputs=(ACTIVATIONS,))
 
-    def initialize(self, args: dict[str, str]) -> None:
-        super().initialize(args)
+    def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
+        super()._set_up(args, setup)
         default = self._fields.get(_MAX_ACTIVE_DIMS)
         self._default_kept = None if default is None else int(str(default))
 

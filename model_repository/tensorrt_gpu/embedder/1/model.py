@@ -4,7 +4,8 @@ Each request is checked as every embedder checks it (model_common: output
 options, row length, tokens per request, ids inside the vocabulary); a bad
 one gets its error, and each good one goes unchanged, on its own, to the
 engine model `embedder_engine` through BLS, all of one execute call's
-requests at once. The engine's answer (or its error) is the request's.
+requests at once (the run step awaits them: model_common.stage). The
+engine's answer (or its error) is the request's.
 
 The limits are the engine's own: <this repository>/embedder_engine/1/
 engine.json, written by export/export_tensorrt.py from the ONNX export's
@@ -15,15 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
-from model_common.backlog import started_count
-from model_common.tokens import TokenLimits
-from model_common.triton import Tokens, read_tokens
+from model_common.embedder import EmbeddingStage
+from model_common.embedder_setup import EmbedderSetup
+from model_common.record import ExportRecord
+from model_common.request_io import triton_tensor
+from model_common.rows import Tokens
+from model_common.tensors import EMBEDDER_IO
 
 ENGINE = "embedder_engine"
-OUTPUTS = ["EMBEDDING", "NORM"]
 RECORD_KEYS = ("embedding_dim", "max_seq_length", "vocab_size")
 
 
@@ -38,41 +42,33 @@ def read_engine_record(path: Path) -> dict[str, int]:
     return {key: int(fields[key]) for key in RECORD_KEYS}
 
 
-class TritonPythonModel:
-    def initialize(self, args: dict[str, str]) -> None:
-        parameters = json.loads(args["model_config"])["parameters"]
-        repository = Path(args["model_repository"]).parent
-        self._started = started_count(args)
-        record = read_engine_record(repository / ENGINE / "1" / "engine.json")
-        self._dims = record["embedding_dim"]
-        self._limits = TokenLimits(
-            max_length=record["max_seq_length"],
-            max_tokens=int(parameters["max_tokens_per_request"]["string_value"]),
-            vocab_size=record["vocab_size"],
-        )
+class TritonPythonModel(EmbeddingStage["pb_utils.InferenceResponse"]):
+    def _read_record(self, version_dir: Path) -> ExportRecord:
+        # The engine's folder beside this model's: <repository>/embedder_engine/1.
+        fields = read_engine_record(version_dir.parent.parent / ENGINE / "1" / "engine.json")
+        return ExportRecord(fields["max_seq_length"], fields["vocab_size"], dict(fields))
+
+    def _open(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
         # The engine runs on the GPU; its outputs come back in CPU memory,
         # copied there by Triton: the next stage (the serializer) reads them
         # on the host anyway, and so they pass on as they are.
         self._output_memory = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)
 
-    async def execute(
-        self, requests: list[pb_utils.InferenceRequest]
-    ) -> list[pb_utils.InferenceResponse]:
-        self._started.add(len(requests))
-        checked = [read_tokens(request, self._limits, self._dims) for request in requests]
-        return list(await asyncio.gather(*(self._respond(item) for item in checked)))
+    async def _run(
+        self, batch: list[Tokens]
+    ) -> list[pb_utils.InferenceResponse | pb_utils.TritonError]:
+        return list(await asyncio.gather(*(self._ask_engine(tokens) for tokens in batch)))
 
-    async def _respond(self, item: Tokens | pb_utils.TritonError) -> pb_utils.InferenceResponse:
-        if isinstance(item, pb_utils.TritonError):
-            return pb_utils.InferenceResponse(error=item)
-        input_ids, attention_mask = item
+    async def _ask_engine(
+        self, tokens: Tokens
+    ) -> pb_utils.InferenceResponse | pb_utils.TritonError:
         engine_request = pb_utils.InferenceRequest(
             model_name=ENGINE,
             inputs=[
-                pb_utils.Tensor("INPUT_IDS", input_ids),
-                pb_utils.Tensor("ATTENTION_MASK", attention_mask),
+                triton_tensor(tensor, array)
+                for tensor, array in zip(EMBEDDER_IO.inputs, tokens, strict=True)
             ],
-            requested_output_names=OUTPUTS,
+            requested_output_names=[tensor.name for tensor in EMBEDDER_IO.outputs],
             preferred_memory=self._output_memory,
         )
         # A failed BLS call comes back as a response with an error, never as
@@ -81,8 +77,14 @@ class TritonPythonModel:
         # past these checks, an engine failure is the server's, not the
         # request's.
         answer = await engine_request.async_exec()
-        if answer.has_error():
-            return pb_utils.InferenceResponse(error=answer.error())
+        return answer.error() if answer.has_error() else answer
+
+    def _respond(
+        self, item: Tokens, result: pb_utils.InferenceResponse
+    ) -> pb_utils.InferenceResponse:
         return pb_utils.InferenceResponse(
-            output_tensors=[pb_utils.get_output_tensor_by_name(answer, name) for name in OUTPUTS]
+            output_tensors=[
+                pb_utils.get_output_tensor_by_name(result, tensor.name)
+                for tensor in EMBEDDER_IO.outputs
+            ]
         )

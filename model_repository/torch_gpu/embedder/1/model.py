@@ -16,16 +16,16 @@ from __future__ import annotations
 import fcntl
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
-from model_common.backlog import started_count
+from model_common.embedder import Embedder
 from model_common.embedder_setup import EmbedderSetup
-from model_common.triton import embed_execute
+from model_common.rows import Embeddings
 from packed_encoder import SERVED_COMPILE_MODE, load_encoder
 from packed_graphs import GRAPH_TOKENS_PARAMETER, BucketedEncoder, parse_buckets
 from packed_rows import Forward, embed_packed
@@ -57,18 +57,14 @@ def _one_instance_at_a_time(device: torch.device) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-class TritonPythonModel:
-    def initialize(self, args: dict[str, str]) -> None:
+class TritonPythonModel(Embedder):
+    def _open(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
         # One CPU thread per instance: the host work here (packing, copies)
         # is small, and instances that each started a thread per core
         # starved one another beside the tokenizer's on a GPU host
         # (perf/results/h100/report.md).
         torch.set_num_threads(1)
-        setup = EmbedderSetup.from_args(args)
         record = setup.record
-        self._started = started_count(args)
-        self._dims = setup.dims
-        self._limits = setup.limits
         self._tokens_per_forward = setup.integer("tokens_per_forward")
         if self._tokens_per_forward < record.max_seq_length:
             raise ValueError(
@@ -105,24 +101,19 @@ class TritonPythonModel:
                         f"{capture.seconds:.1f} s, {capture.memory_bytes / 2**20:.0f} MiB"
                     )
                 self._forward = bucketed
-            ids = np.full((_WARM_UP_ROWS, record.max_seq_length), 1, np.int64)
-            started = time.perf_counter()
-            self._embed_rows(ids, np.ones_like(ids))
-            pb_utils.Logger.log_info(
-                f"embedder: warm-up forward on {device} in {time.perf_counter() - started:.1f} s"
-            )
+            self._warm_up(device, record.max_seq_length)
 
-    def execute(
-        self, requests: list[pb_utils.InferenceRequest]
-    ) -> list[pb_utils.InferenceResponse]:
-        self._started.add(len(requests))
-        # No run errors to isolate: the token checks already refused any
-        # request whose values the encoder could not take.
-        return embed_execute(requests, self._limits, self._dims, self._embed_rows, ())
+    def _warm_up(self, device: torch.device, max_seq_length: int) -> None:
+        ids = np.full((_WARM_UP_ROWS, max_seq_length), 1, np.int64)
+        started = time.perf_counter()
+        self._embed_rows(ids, np.ones_like(ids))
+        pb_utils.Logger.log_info(
+            f"embedder: warm-up forward on {device} in {time.perf_counter() - started:.1f} s"
+        )
 
-    def _embed_rows(
-        self, input_ids: np.ndarray, attention_mask: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    # No run errors to isolate (Embedder.run_errors is empty): the token
+    # checks already refused any request whose values the encoder could not take.
+    def _embed_rows(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Embeddings:
         return embed_packed(
             self._encoder, input_ids, attention_mask, self._tokens_per_forward, self._forward
         )
