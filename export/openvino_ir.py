@@ -1,24 +1,51 @@
-"""What the OpenVINO exports share (export_openvino.py for a bi-encoder, rerank_openvino.py for a
-reranker): converting the ONNX graph to IR, compiling it as one of the server's streams runs,
-timing it against ONNX Runtime on the same batches, and publishing the IR."""
+"""What every OpenVINO export shares (export_openvino.py for a bi-encoder, rerank_openvino.py
+for a reranker): converting the ONNX graph to IR, checking each setting
+(model_common.openvino_setting) in a process of its own as the task's check asks, timing the
+one served against ONNX Runtime, publishing the IR, and the record of those choices. A task
+declares what differs (IrCheck); the order of the steps is here."""
 
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
-import onnxruntime as ort
-import openvino as ov
+import numpy as np
+from engine_choice import Failure, Outcome, SettingChoice, choose_setting, faster_engine
+from isolated_graph import EngineFailed, IsolatedGraph
+from model_common.openvino_runtime import ov
+from model_common.openvino_setting import Setting, precision_candidates
+from model_common.processor import this_processor
 from publish import write_atomically
 
 TIMING_SECONDS = 1.0
 TIMING_ROUNDS = 2
 IR_FILES = ("model.xml", "model.bin")
 
-Batch = TypeVar("Batch")
+Feeds = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class IrCheck:
+    """What a task's IR export measures: a setting's measure from its graph (a bi-encoder's min
+    cosine, a reranker's max score difference), whether it keeps its precision's bar, the line
+    that reports it, and the batches timed (their rows are the first input's rows)."""
+
+    measure: Callable[[IsolatedGraph], float]
+    keeps: Callable[[str, float], bool]
+    report: Callable[[Setting, float], str]
+    timing: Mapping[str, Feeds]
+    unit: str  # what a row is: "texts", "pairs"
+
+
+@dataclass(frozen=True)
+class IrExport:
+    choice: SettingChoice
+    served: Setting
+    speeds: dict[str, dict[str, float]]  # rows/s per thread, by engine and batch
+    faster: str
 
 
 def convert(onnx_path: Path, workdir: Path) -> Path:
@@ -28,50 +55,77 @@ def convert(onnx_path: Path, workdir: Path) -> Path:
     return model_xml
 
 
-def compile_for(core: ov.Core, model_xml: Path, precision: str) -> ov.CompiledModel:
-    """One stream of one thread, as each of the server's streams runs."""
-    return core.compile_model(
-        str(model_xml),
-        "CPU",
-        {"INFERENCE_PRECISION_HINT": precision, "NUM_STREAMS": 1, "INFERENCE_NUM_THREADS": 1},
-    )
+def capabilities() -> list[str]:
+    return list(ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 
-def has_bfloat16(core: ov.Core) -> bool:
-    return "BF16" in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+def open_setting(model_xml: Path, setting: Setting) -> IsolatedGraph:
+    """The IR compiled in `setting` as one stream, in a process of its own."""
+    graph = IsolatedGraph("openvino", model_xml, setting.options(setting.threads_per_stream))
+    return graph.open()
 
 
-def one_thread_session(onnx_path: Path) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+def measure_settings(
+    model_xml: Path, precisions: Sequence[str], check: IrCheck
+) -> tuple[SettingChoice, IsolatedGraph | None]:
+    """Each setting tried in its own process until one keeps its bar; the choice, and the
+    served setting's graph, still open, for timing."""
+    graphs: list[IsolatedGraph] = []
 
+    def measure(setting: Setting) -> Outcome:
+        try:
+            graphs.append(open_setting(model_xml, setting))
+            value = check.measure(graphs[-1])
+        except EngineFailed as failure:
+            print(f"check: {setting.label} refused: {failure}")
+            return Failure(str(failure))
+        print(check.report(setting, value))
+        return value
 
-def rows_per_s(run: Callable[[Batch], object], batch: Batch, rows: int) -> float:
-    run(batch)  # the first run allocates
-    done, start, elapsed = 0, time.perf_counter(), 0.0
-    while elapsed < TIMING_SECONDS:
-        run(batch)
-        done += rows
-        elapsed = time.perf_counter() - start
-    return done / elapsed
+    try:
+        choice = choose_setting(precisions, measure, check.keeps)
+    finally:
+        kept = graphs.pop() if graphs else None
+        for graph in graphs:
+            graph.close()
+    if choice.served is None and kept is not None:
+        kept.close()
+        kept = None
+    return choice, kept
 
 
 def engine_speeds(
-    engines: Mapping[str, Callable[[Batch], object]],
-    batches: Mapping[str, Batch],
-    rows: Callable[[Batch], int],
+    rates: Mapping[str, Callable[[Feeds], float]], batches: Mapping[str, Feeds]
 ) -> dict[str, dict[str, float]]:
     """Rows/s of each engine on each batch, alternating rounds so drift on a shared machine
     hits both alike; the best round counts."""
-    speeds: dict[str, dict[str, float]] = {name: {} for name in engines}
+    speeds: dict[str, dict[str, float]] = {name: {} for name in rates}
     for _ in range(TIMING_ROUNDS):
-        for name, run in engines.items():
+        for name, rate in rates.items():
             for batch_name, batch in batches.items():
-                rate = rows_per_s(run, batch, rows(batch))
-                speeds[name][batch_name] = max(rate, speeds[name].get(batch_name, 0.0))
+                speeds[name][batch_name] = max(rate(batch), speeds[name].get(batch_name, 0.0))
     return speeds
+
+
+def time_engines(
+    onnx_path: Path, served: IsolatedGraph, setting: Setting, batches: Mapping[str, Feeds]
+) -> dict[str, dict[str, float]]:
+    """Rows/s per thread of ONNX Runtime (one thread) and of OpenVINO in the served setting
+    (one stream), each timed in its own process."""
+
+    def rows(feeds: Feeds) -> int:
+        return int(next(iter(feeds.values())).shape[0])
+
+    with IsolatedGraph("onnxruntime", onnx_path, {"threads": 1}).open() as session:
+        return engine_speeds(
+            {
+                "onnxruntime": lambda feeds: session.rate(feeds, rows(feeds), TIMING_SECONDS),
+                "openvino": lambda feeds: (
+                    served.rate(feeds, rows(feeds), TIMING_SECONDS) / setting.threads_per_stream
+                ),
+            },
+            batches,
+        )
 
 
 def publish_ir(model_xml: Path, target: Path) -> None:
@@ -81,3 +135,46 @@ def publish_ir(model_xml: Path, target: Path) -> None:
             target / name,
             lambda temp, name=name: shutil.copyfile(model_xml.parent / name, temp),
         )
+
+
+def export_ir(onnx_path: Path, target: Path, check: IrCheck) -> IrExport:
+    """Converts `onnx_path`, checks each setting, times the one served and publishes its IR
+    into `target`; refuses the export where no setting keeps its bar."""
+    has_bf16 = "BF16" in capabilities()
+    with tempfile.TemporaryDirectory(prefix="export_openvino_") as workdir:
+        model_xml = convert(onnx_path, Path(workdir))
+        choice, served = measure_settings(model_xml, precision_candidates(has_bf16), check)
+        if served is None or choice.served is None:
+            raise SystemExit(
+                f"no OpenVINO setting kept its bar ({choice.summary()}); nothing was written"
+            )
+        if not has_bf16:
+            print("check: this processor has no bfloat16; float32 is served")
+        try:
+            with served:
+                speeds = time_engines(onnx_path, served, choice.served, check.timing)
+        except EngineFailed as failure:
+            raise SystemExit(
+                f"timing {choice.served.label}: {failure}; nothing was written"
+            ) from None
+        for name, rates in speeds.items():
+            print(
+                f"timing: {name} "
+                + ", ".join(f"{batch} {rate:.1f} {check.unit}/s" for batch, rate in rates.items())
+                + " per thread"
+            )
+        publish_ir(model_xml, target)
+    return IrExport(choice, choice.served, speeds, faster_engine(speeds))
+
+
+def ir_record(export: IrExport, unit: str) -> dict[str, object]:
+    """What every OpenVINO export records of its choices, beside the task's own measures."""
+    return {
+        **export.served.record(),
+        "failed": export.choice.failed,
+        "processor_capabilities": capabilities(),
+        "processor_class": this_processor().cls,
+        "version": ov.get_version(),
+        f"{unit}_per_s_per_thread": export.speeds,
+        "faster_engine": export.faster,
+    }

@@ -3,8 +3,9 @@
 Reads the float IR that export/export_openvino.py wrote (<source>/openvino_cpu/embedder/1/
 model.xml and its export.json), calibrates NNCF's post-training quantization on texts from a
 file (one text per line; perf/cpu_engines.py writes real prose from perf/workloads.py), checks
-the result in the precision the float IR serves in against sentence-transformers on the export's
-check texts (min cosine >= 0.99: int8 embeddings are an opt-in trade), and writes a complete
+the result in the setting the float IR serves in (in a process of its own, as every export
+check runs) against sentence-transformers on the export's check texts (min cosine >= 0.99: int8
+embeddings are an opt-in trade), and writes a complete
 embedder folder, config included, into <target>/openvino_cpu/embedder/. Serve it in place of the
 default with `--model-repository model_repository/shared --model-repository
 <target>/openvino_cpu`; the default embedder is never replaced.
@@ -20,14 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import nncf
-import openvino as ov
-from export_openvino import min_cosine
+from export_openvino import embedding_run, min_cosine
+from isolated_graph import EngineFailed
+from model_common.openvino_runtime import ov
+from model_common.openvino_setting import Setting, exported_setting
 from model_folder import default_model_dir, read_json, read_model_spec
-from openvino_ir import compile_for
+from openvino_ir import Feeds, open_setting
 from publish import write_atomically
 from reference_check import CHECK_TEXTS, l2_normalize
 from served_tokenizer import load_tokenizer, pad_batch
 from st_model import load_sentence_transformer
+from tokenizers import Tokenizer
 
 MIN_COSINE = 0.99
 CALIBRATION_BATCH = 8
@@ -47,29 +51,45 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def calibration_batches(path: Path, tokenizer: Tokenizer) -> list[Feeds]:
+    """The file's texts, tokenized as served, in batches of CALIBRATION_BATCH."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    if not lines:
+        raise SystemExit(f"{path} holds no texts")
+    return [
+        dict(
+            zip(
+                ("input_ids", "attention_mask"),
+                pad_batch(tokenizer.encode_batch(lines[start : start + CALIBRATION_BATCH])),
+                strict=True,
+            )
+        )
+        for start in range(0, len(lines), CALIBRATION_BATCH)
+    ]
+
+
+def checked_cosine(
+    model_xml: Path, setting: Setting, tokenizer: Tokenizer, model_dir: Path
+) -> tuple[float, list[tuple[str, float]]]:
+    """The quantized IR's min cosine to sentence-transformers on CHECK_TEXTS, and the texts
+    below MIN_COSINE."""
+    model = load_sentence_transformer(model_dir)
+    reference = l2_normalize(model.encode(list(CHECK_TEXTS), convert_to_numpy=True))
+    try:
+        with open_setting(model_xml, setting) as graph:
+            return min_cosine(embedding_run(graph), tokenizer, reference, MIN_COSINE)
+    except EngineFailed as failure:
+        raise SystemExit(f"int8 ({setting.label} elsewhere): {failure}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     source = args.source.resolve() / "openvino_cpu" / "embedder"
     record: dict[str, Any] = read_json(source / "1" / "export.json")
-    precision = str(record["openvino"]["precision"])
+    setting = exported_setting(record["openvino"])
     model_dir = (args.model_dir or default_model_dir()).resolve()
     tokenizer = load_tokenizer(model_dir, read_model_spec(model_dir).max_seq_length)
-    lines = [line for line in args.calibration_texts.read_text().splitlines() if line.strip()]
-    if not lines:
-        raise SystemExit(f"{args.calibration_texts} holds no texts")
-    batches = [
-        dict(
-            zip(
-                ("input_ids", "attention_mask"),
-                pad_batch(tokenizer.encode_batch(chunk)),
-                strict=True,
-            )
-        )
-        for chunk in (
-            lines[start : start + CALIBRATION_BATCH]
-            for start in range(0, len(lines), CALIBRATION_BATCH)
-        )
-    ]
+    batches = calibration_batches(args.calibration_texts, tokenizer)
     quantized = nncf.quantize(
         ov.Core().read_model(str(source / "1" / "model.xml")),
         nncf.Dataset(batches),
@@ -80,13 +100,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     (target / "1").mkdir(parents=True, exist_ok=True)
     model_xml = target / "1" / "model.xml"
     ov.save_model(quantized, str(model_xml), compress_to_fp16=False)
-
-    model = load_sentence_transformer(model_dir)
-    reference = l2_normalize(model.encode(list(CHECK_TEXTS), convert_to_numpy=True))
-    compiled = compile_for(ov.Core(), model_xml, precision)
-    lowest, failing = min_cosine(compiled, tokenizer, reference, MIN_COSINE)
+    lowest, failing = checked_cosine(model_xml, setting, tokenizer, model_dir)
     print(
-        f"check: int8 ({precision} elsewhere) min cosine {lowest:.6f} over {len(CHECK_TEXTS)} texts"
+        f"check: int8 ({setting.label} elsewhere) min cosine {lowest:.6f} over "
+        f"{len(CHECK_TEXTS)} texts"
     )
     if failing:
         # The IR stays for measurement (perf/cpu_engines.py), but without its config and
@@ -94,19 +111,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(
             f"int8 misses cosine {MIN_COSINE} on {failing}; {target} holds the IR, not a model"
         )
-    quantized_record = {
-        **record,
-        "openvino": {
-            **record["openvino"],
-            "quantization": {
-                "method": "nncf post-training, transformer preset",
-                "nncf": nncf.__version__,
-                "calibration_texts": len(lines),
-                "min_cosine_required": MIN_COSINE,
-                "min_cosine": lowest,
-            },
-        },
+    quantization = {
+        "method": "nncf post-training, transformer preset",
+        "nncf": nncf.__version__,
+        "calibration_texts": sum(int(batch["input_ids"].shape[0]) for batch in batches),
+        "min_cosine_required": MIN_COSINE,
+        "min_cosine": lowest,
     }
+    quantized_record = {**record, "openvino": {**record["openvino"], "quantization": quantization}}
     write_atomically(
         target / "1" / "export.json",
         lambda temp: temp.write_text(json.dumps(quantized_record, indent=2) + "\n"),

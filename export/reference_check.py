@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
 from embedding_head import OUTPUT_NAMES
 from engine_choice import MIN_COSINE as FLOAT32_MIN_COSINE
+from isolated_graph import IsolatedGraph, onnx_runtime_check
 from model_folder import ModelSpec
 from optimize_graph import GraphKind
 from served_tokenizer import IntArray, pad_batch
@@ -89,11 +89,11 @@ class CheckResult:
 
 
 def run_onnx(
-    session: ort.InferenceSession, input_ids: IntArray, attention_mask: IntArray
+    graph: IsolatedGraph, input_ids: IntArray, attention_mask: IntArray
 ) -> tuple[FloatArray, FloatArray]:
     """Runs the exported graph and returns (embedding, norm)."""
-    embedding, norm = session.run(
-        list(OUTPUT_NAMES), {"input_ids": input_ids, "attention_mask": attention_mask}
+    embedding, norm = graph.run(
+        {"input_ids": input_ids, "attention_mask": attention_mask}, list(OUTPUT_NAMES)
     )
     return embedding, norm
 
@@ -214,7 +214,7 @@ def graph_cosines(run: Callable[[IntArray, IntArray], FloatArray], check: CheckS
 
 
 def check_norm(
-    spec: ModelSpec, model: SentenceTransformer, session: ort.InferenceSession, check: CheckSet
+    spec: ModelSpec, model: SentenceTransformer, graph: IsolatedGraph, check: CheckSet
 ) -> None:
     """Checks embedding * norm against the un-normalized sentence-transformers output of the
     unprompted check texts."""
@@ -224,7 +224,7 @@ def check_norm(
         )
         return
     indices = prompt_groups(check.cases)[None]
-    embedding, norm = run_onnx(session, *pad_batch([check.encodings[i] for i in indices]))
+    embedding, norm = run_onnx(graph, *pad_batch([check.encodings[i] for i in indices]))
     final = encode_reference(model, [check.cases[i].text for i in indices], None, normalize=False)
     if not np.allclose(embedding * norm, final, rtol=1e-3, atol=1e-4):
         error = float(np.max(np.abs(embedding * norm - final)))
@@ -242,8 +242,21 @@ def self_check(
     min_cosine_required: float,
 ) -> CheckResult:
     """Compares the ONNX graph, batched and one text at a time, with SentenceTransformer.encode."""
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    cosines = graph_cosines(lambda ids, mask: run_onnx(session, ids, mask)[0], check)
+    return onnx_runtime_check(
+        onnx_path,
+        lambda graph: checked_graph(graph, model, check, spec, min_cosine_required),
+        "self-check",
+    )
+
+
+def checked_graph(
+    graph: IsolatedGraph,
+    model: SentenceTransformer,
+    check: CheckSet,
+    spec: ModelSpec,
+    min_cosine_required: float,
+) -> CheckResult:
+    cosines = graph_cosines(lambda ids, mask: run_onnx(graph, ids, mask)[0], check)
     min_cosine = float(cosines.min())
     runs = "batched, one at a time" + (" and left-padded" if check.pads_left else "")
     print(f"self-check: min cosine {min_cosine:.7f} over {len(check.cases)} texts ({runs})")
@@ -253,8 +266,8 @@ def self_check(
         raise SystemExit(
             f"self-check failed: cosine below {min_cosine_required} for {failing}; nothing was written"
         )
-    check_norm(spec, model, session, check)
-    embedding_dim = int(run_onnx(session, *pad_batch(check.encodings[:1]))[0].shape[1])
+    check_norm(spec, model, graph, check)
+    embedding_dim = int(run_onnx(graph, *pad_batch(check.encodings[:1]))[0].shape[1])
     return CheckResult(
         min_cosine=min_cosine,
         embedding_dim=embedding_dim,

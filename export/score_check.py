@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
+from isolated_graph import IsolatedGraph, onnx_runtime_check
 from reference_check import LONG_TEXT, FloatArray
 from rerank_folder import RerankSpec
 from served_tokenizer import IntArray, pad_inputs
@@ -163,9 +163,11 @@ def score_differences(run: RunGraph, names: Sequence[str], check: PairCheckSet) 
 def score_check(onnx_path: Path, check: PairCheckSet) -> ScoreCheckResult:
     """Compares the ONNX graph's scores, batched and one pair at a time, with
     CrossEncoder.predict; refuses the export past MAX_SCORE_DIFFERENCE."""
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    names = [graph_input.name for graph_input in session.get_inputs()]
-    differences = score_differences(lambda feeds: session.run(None, feeds)[0], names, check)
+    return onnx_runtime_check(onnx_path, lambda graph: checked_scores(graph, check), "score check")
+
+
+def checked_scores(graph: IsolatedGraph, check: PairCheckSet) -> ScoreCheckResult:
+    differences = score_differences(lambda feeds: graph.run(feeds)[0], graph.inputs, check)
     max_difference = float(differences.max())
     print(
         f"score check: max difference {max_difference:.2e} to CrossEncoder.predict over "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
+from isolated_graph import IsolatedGraph, onnx_runtime_check
 from reference_check import (
     CheckCase,
     FloatArray,
@@ -83,9 +83,9 @@ def build_sparse_check_set(
     return SparseCheckSet(cases, encodings, np.stack([rows[i] for i in range(len(cases))]))
 
 
-def run_activations(session: ort.InferenceSession, encodings: Sequence[Encoding]) -> FloatArray:
+def run_activations(graph: IsolatedGraph, encodings: Sequence[Encoding]) -> FloatArray:
     """The graph's activations for encodings padded on the right, as the server pads."""
-    (activations,) = session.run(None, pad_inputs(encodings, SPARSE_INPUTS))
+    (activations,) = graph.run(pad_inputs(encodings, SPARSE_INPUTS))
     return activations
 
 
@@ -100,10 +100,13 @@ def compare_rows(ours: FloatArray, theirs: FloatArray) -> tuple[FloatArray, Floa
 def sparse_check(onnx_path: Path, check: SparseCheckSet) -> SparseCheckResult:
     """Compares the ONNX graph's activations, batched and one text at a time, with
     SparseEncoder.encode; refuses the export past the module's rule."""
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    return onnx_runtime_check(onnx_path, lambda graph: checked_rows(graph, check), "sparse check")
+
+
+def checked_rows(graph: IsolatedGraph, check: SparseCheckSet) -> SparseCheckResult:
     runs = [
-        run_activations(session, check.encodings),
-        np.concatenate([run_activations(session, [encoding]) for encoding in check.encodings]),
+        run_activations(graph, check.encodings),
+        np.concatenate([run_activations(graph, [encoding]) for encoding in check.encodings]),
     ]
     if any(run.shape != check.reference.shape for run in runs):
         raise SystemExit(

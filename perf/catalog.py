@@ -18,11 +18,11 @@ import tempfile
 from pathlib import Path
 
 import tritonclient.grpc as grpcclient
+from model_common.processor import this_processor
 
 from harness.isolation import Isolation, isolation
 from harness.load import Outcome, percentile_ms, request_texts
 from harness.model_memory import Memory, model_memory, server_memory
-from harness.processor import this_processor
 from harness.requests import text_inputs
 from harness.server import running_server
 from perf.report_command import write_report

@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-import openvino as ov
+from model_common.openvino_runtime import ov
+from model_common.processor import this_processor
 from tritonclient.grpc import model_config_pb2
 
 from harness.priority import BULK
-from harness.processor import this_processor
 from harness.repository import ConfigEdit, repository_variant, set_parameter
 from harness.server import running_server
 from perf.ceiling import Batch, serving_tokenizer, tokenize
@@ -359,7 +359,7 @@ def is_shipped(row: Served) -> bool:
 LAYOUT_SETUPS: dict[str, Setup] = {
     "OpenVINO, 2 instances x 1 stream": (
         "ov_2x1",
-        {"embedder": set_parameter("streams", "1")},
+        {"embedder": set_parameter("threads", "1")},
         (SHARED_REPOSITORY, OPENVINO_CPU_REPOSITORY),
     ),
     "OpenVINO, 1 instance x 2 streams": (

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from model_common.processor import this_processor
 from model_common.rows import groups_by_tokens, real_lengths
 
-from harness.processor import this_processor
 from perf.ceiling import Batch, serving_tokenizer, tokenize
 from perf.cpu_engines import Engine, FloatArray, Runner, in_process_rate, onnxruntime_engine
 from perf.report_command import write_report

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from embedding_client import EmbeddingClient
+from model_common.processor import this_processor
 
 from harness.priority import BULK
-from harness.processor import this_processor
 from harness.rerank_bench_models import BENCH_MODEL_NAMES, BENCH_MODELS, build_in_export_environment
 from harness.server import running_server
 from perf.infinity import INFINITY, INFINITY_VERSION, install_infinity

@@ -32,11 +32,11 @@ import openai
 import tritonclient.grpc as grpcclient
 from embedding_client import NO_RETRIES, AsyncEmbeddingClient, RetryPolicy, UnavailableError
 from embedding_client.retry import DEFAULT_RETRY
+from model_common.processor import this_processor
 from tritonclient.utils import InferenceServerException
 
 from harness.gateway import RunningGateway, running_gateway
 from harness.load import request_texts
-from harness.processor import this_processor
 from harness.server import RunningServer, running_server
 from perf.process_cpu import cpu_seconds
 from perf.report_command import write_report

@@ -22,8 +22,9 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from model_common.processor import this_processor
+
 from harness.load import Outcome, percentile_ms
-from harness.processor import this_processor
 from harness.scale_out import tenants
 from harness.scale_out.autoscaling import chart_autoscaling
 from harness.scale_out.cluster import (

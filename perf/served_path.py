@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model_common.admission import BacklogLimit, read_pending
+from model_common.processor import this_processor
 from tritonclient.grpc import model_config_pb2
 
 from harness.priority import BULK
-from harness.processor import this_processor
 from harness.repository import read_config, repository_variant
 from harness.server import RunningServer, running_server
 from perf.ceiling import available_cores, serving_tokenizer, tokenize

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 from embedding_client import EmbeddingClient, SparseRow
+from model_common.processor import this_processor
 from tokenizers import Tokenizer
 
 from harness.export_environment import run_in_export_environment
 from harness.gateway import running_gateway
 from harness.priority import BULK
-from harness.processor import this_processor
 from harness.server import running_server
 from harness.sparse_bench_models import BENCH_MODELS, SparseBenchModel, build_in_export_environment
 from perf.report_command import write_report

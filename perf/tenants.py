@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from model_common.processor import this_processor
+
 from harness.edge import running_edge
 from harness.fairness import (
     BULK_DEADLINE_S,
@@ -22,7 +24,6 @@ from harness.fairness import (
     tenants_file,
 )
 from harness.load import Outcome, percentile_ms
-from harness.processor import this_processor
 from harness.server import running_server
 
 

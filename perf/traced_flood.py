@@ -30,9 +30,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from model_common.processor import this_processor
+
 from harness.edge import running_edge, tenant_toml
 from harness.jaeger import Trace, running_jaeger
-from harness.processor import this_processor
 from harness.server import running_server
 from perf.perf_analyzer import Measurement
 from perf.report_command import write_report

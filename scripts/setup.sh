@@ -94,6 +94,22 @@ build_backend() {
   cmake --build build/serializer --parallel >/dev/null
 }
 
+# checked_here RECORD: whether the OpenVINO export recorded there chose its
+# setting on this class of processor (a precision's rounding, and whether the
+# engine dies, differ between classes), as the settings are recorded today.
+checked_here() {
+  PYTHONPATH=model_common python3 - "$1" <<'PY'
+import json
+import sys
+
+from model_common.processor import this_processor
+
+openvino = json.load(open(sys.argv[1])).get("openvino", {})
+here = openvino.get("processor_class") == this_processor().cls
+sys.exit(0 if here and "threads_per_stream" in openvino else 1)
+PY
+}
+
 export_model() {
   local repository=model_repository
   # What export/export_onnx.py writes; anything missing means export again.
@@ -116,8 +132,12 @@ export_model() {
   for file in "${converted[@]}"; do
     [ -f "$repository/$file" ] || missing=1
   done
+  if [ "$missing" = 0 ] && ! checked_here "$repository/openvino_cpu/embedder/1/export.json"; then
+    log "the OpenVINO IR was checked on another class of processor: checking it on this one"
+    missing=1
+  fi
   [ "$missing" = 1 ] || return 0
-  log "converting the ONNX graph to OpenVINO IR (checked in the precision it serves in)"
+  log "converting the ONNX graph to OpenVINO IR (checked in the setting it serves in)"
   .venv-export/bin/python export/export_openvino.py --repository "$repository"
 }
 

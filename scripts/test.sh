@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Which processor class ran this, so a failure report says where it came from.
-python3 -m harness.processor
+PYTHONPATH=model_common python3 -m model_common.processor
 scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -3,16 +3,23 @@
 A model with a folder of its own is exported into EXPORTS/<name>, laid out
 as export/ lays out the model repository (shared/tokenizer/1,
 onnx_cpu/embedder/1, openvino_cpu/embedder/1). The export is stale when the
-folder's files (their sizes and times), the export code or the engine
-changed: their digest is kept beside it. The packaged MiniLM is exported by scripts/setup.sh into
+folder's files (their sizes and times), the export code, the engine or the
+processor class changed: their digest is kept beside it. A precision is
+served only where it was checked on this class of processor (bfloat16
+rounds differently on AMX than on AVX-512, and the engines fail on some
+classes alone), so another class exports again. The packaged MiniLM is exported by scripts/setup.sh into
 MODEL_REPOSITORY itself. Standard library only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
+
+from model_common.exit_status import ending
+from model_common.processor import this_processor
 
 from server.catalog import CatalogModel
 from server.logs import log
@@ -21,16 +28,23 @@ from server.paths import (
     EXPORT_PYTHON,
     EXPORTS,
     MODEL_REPOSITORY,
+    OPENVINO_VERSIONS,
     REPO_ROOT,
     TENSORRT_FOLDER,
     TENSORRT_PLAN,
     faster_cpu_engine,
 )
 
-EXPORT_CODE = tuple(sorted((REPO_ROOT / "export").glob("*.py")))
+# What an export runs: its own code, and the settings it checks, which the
+# stages serve too.
+EXPORT_CODE = (
+    *sorted((REPO_ROOT / "export").glob("*.py")),
+    REPO_ROOT / "model_common" / "model_common" / "openvino_setting.py",
+)
 DIGEST_FILE = "source.sha256"
-# The lines of a refused export's output that a refusal quotes.
-QUOTED_LINES = 3
+# An export's progress bars, captured, would only bury the line that says
+# why it failed.
+QUIET_EXPORT = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
 
 def export_root(model: CatalogModel) -> Path:
@@ -58,10 +72,11 @@ def engine_folder(model: CatalogModel) -> str:
 
 def source_digest(model: CatalogModel) -> str:
     """The digest of what an export of `model` is made from: the engine, the
-    export code's contents, and each file of the model's folder by path,
-    size and modification time, so that a start does not read the weights."""
+    processor class, the export code's contents, and each file of the model's
+    folder by path, size and modification time, so that a start does not
+    read the weights."""
     assert model.path is not None
-    digest = hashlib.sha256(model.engine.encode())
+    digest = hashlib.sha256(f"{model.engine}:{this_processor().cls}".encode())
     for path in EXPORT_CODE:
         digest.update(path.name.encode() + path.read_bytes())
     for path in sorted(path for path in model.path.rglob("*") if path.is_file()):
@@ -71,51 +86,84 @@ def source_digest(model: CatalogModel) -> str:
 
 
 def _run(step: list[str]) -> str | None:
-    """Runs one export step; the tail of its output when it fails."""
-    done = subprocess.run(step, cwd=REPO_ROOT, capture_output=True, text=True)
+    """Runs one export step; why it failed, if it did: its last line (an export's refusal is
+    its last line), and how it ended where a signal killed it."""
+    done = subprocess.run(
+        step,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **QUIET_EXPORT},
+    )
     if done.returncode == 0:
         return None
     lines = (done.stderr or done.stdout).strip().splitlines()
-    return " | ".join(lines[-QUOTED_LINES:]) or f"exit status {done.returncode}"
+    last = lines[-1].strip() if lines else ""
+    if done.returncode < 0 or not last:
+        return f"{Path(step[1]).name} {ending(done.returncode)}" + (
+            f" after: {last}" if last else ""
+        )
+    return last
 
 
 def ensure_exported(model: CatalogModel) -> str | None:
     """Exports `model` unless its export is current; the refusal, naming the
     entry, when it cannot be exported."""
     if model.path is None:
-        engine = engine_of(model)
-        needed = [MODEL_REPOSITORY / "shared" / "tokenizer" / "1" / "export.json"]
-        if engine == "tensorrt":
-            needed.append(TENSORRT_PLAN)
-        else:
-            engines = list(ENGINE_FOLDERS) if model.engine == "auto" else [engine]
-            needed += [
-                MODEL_REPOSITORY / ENGINE_FOLDERS[e] / "embedder" / "1" / "export.json"
-                for e in engines
-            ]
-        missing = [str(path.relative_to(MODEL_REPOSITORY)) for path in needed if not path.exists()]
-        return (
-            f"entry {model.name!r}: the packaged model's export is missing ({', '.join(missing)}); "
-            "run scripts/setup.sh"
-            + (" and export/export_tensorrt.py on the serving GPU" if engine == "tensorrt" else "")
-            if missing
-            else None
-        )
+        return _packaged_export_missing(model)
     root = export_root(model)
     stamp = root / DIGEST_FILE
     wanted = source_digest(model)
     if stamp.exists() and stamp.read_text().strip() == wanted:
         return None
     log("catalog", f"exporting {model.name!r} from {model.path}")
-    script = str(REPO_ROOT / "export" / "export_onnx.py")
-    steps = [[str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]]
-    if model.task != "sparse" and model.engine != "onnxruntime":
-        openvino = str(REPO_ROOT / "export" / "export_openvino.py")
-        steps.append([str(EXPORT_PYTHON), openvino, f"--repository={root}"])
     stamp.unlink(missing_ok=True)
-    for step in steps:
-        refusal = _run(step)
-        if refusal:
-            return f"entry {model.name!r} ({model.path}): export refused: {refusal}"
+    script = str(REPO_ROOT / "export" / "export_onnx.py")
+    refusal = _run(
+        [str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]
+    )
+    if refusal is None and model.task != "sparse" and model.engine != "onnxruntime":
+        refusal = _export_openvino(model, root)
+    if refusal:
+        return f"entry {model.name!r} ({model.path}): export refused: {refusal}"
     stamp.write_text(wanted + "\n")
     return None
+
+
+def _export_openvino(model: CatalogModel, root: Path) -> str | None:
+    """The IR of the graph just exported; where no OpenVINO setting holds and the entry
+    leaves the engine to auto, ONNX Runtime serves, and the launcher says why."""
+    # An IR of the graph this export replaced must never be served: without
+    # its model.xml, no engine choice picks OpenVINO (paths.faster_cpu_engine).
+    (root / OPENVINO_VERSIONS[model.task] / "model.xml").unlink(missing_ok=True)
+    script = str(REPO_ROOT / "export" / "export_openvino.py")
+    refusal = _run([str(EXPORT_PYTHON), script, f"--repository={root}"])
+    if refusal is None or model.engine != "auto":
+        return refusal
+    log(
+        "catalog",
+        f"{model.name}: no OpenVINO export ({refusal}); serving onnxruntime",
+        level="warning",
+    )
+    return None
+
+
+def _packaged_export_missing(model: CatalogModel) -> str | None:
+    """scripts/setup.sh exports the packaged model: what of it is missing, if anything."""
+    engine = engine_of(model)
+    needed = [MODEL_REPOSITORY / "shared" / "tokenizer" / "1" / "export.json"]
+    if engine == "tensorrt":
+        needed.append(TENSORRT_PLAN)
+    else:
+        engines = list(ENGINE_FOLDERS) if model.engine == "auto" else [engine]
+        needed += [
+            MODEL_REPOSITORY / ENGINE_FOLDERS[e] / "embedder" / "1" / "export.json" for e in engines
+        ]
+    missing = [str(path.relative_to(MODEL_REPOSITORY)) for path in needed if not path.exists()]
+    if not missing:
+        return None
+    gpu = " and export/export_tensorrt.py on the serving GPU" if engine == "tensorrt" else ""
+    return (
+        f"entry {model.name!r}: the packaged model's export is missing ({', '.join(missing)}); "
+        f"run scripts/setup.sh{gpu}"
+    )

@@ -1,13 +1,20 @@
 """The line the launcher logs per catalog model at start: the engine and precision it serves,
 and the measurements on this machine that chose them (export/engine_choice.py), so that a
 log says why a bf16 processor serves a model in float32, or ONNX Runtime instead of
-OpenVINO. It reads the records the export wrote. Standard library only, like the launcher."""
+OpenVINO: a precision that missed its bar, an engine that died checking it, an export checked
+on another class of processor, a setting the load probe found dies here
+(server/engine_probe.py). It reads the records the export wrote. Standard library and
+model_common's processor class only, like the launcher."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from model_common.openvino_setting import Setting, exported_setting
+from model_common.processor import this_processor
 
 from server.catalog import CatalogModel
 from server.catalog_exports import engine_of, export_root
@@ -26,22 +33,52 @@ def _record(root: Path, engine: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _openvino_cosines(openvino: dict[str, Any]) -> str:
-    served = openvino["precision"]
-    return ", ".join(
-        f"{precision} {cosine:.7f} ({'served' if precision == served else 'refused'})"
-        for precision, cosine in openvino["min_cosine"].items()
-    )
+def _served_label(openvino: dict[str, Any]) -> str:
+    return exported_setting(openvino).label
 
 
-def _speeds(openvino: dict[str, Any]) -> str:
-    """Both engines' one-thread rates, as the export timed them to choose."""
-    precisions = {"onnxruntime": "f32", "openvino": openvino["precision"]}
+def _measures(openvino: dict[str, Any], key: str, shown: Callable[[float], str]) -> str:
+    """Each setting the export tried: the engines that failed, then each measure, served or
+    refused."""
+    served = _served_label(openvino)
+    failed = [f"{label} refused: {why}" for label, why in openvino.get("failed", {}).items()]
+    measured = [
+        f"{label} {shown(value)} ({'served' if label == served else 'refused'})"
+        for label, value in openvino[key].items()
+    ]
+    return ", ".join(failed + measured)
+
+
+def _speeds(openvino: dict[str, Any], unit: str) -> str:
+    """Both engines' rates per thread, as the export timed them to choose."""
+    settings = {"onnxruntime": "f32", "openvino": _served_label(openvino)}
     return "; ".join(
-        f"{ENGINE_NAMES[engine]} {precisions[engine]} "
+        f"{ENGINE_NAMES[engine]} {settings[engine]} "
         + ", ".join(f"{batch} {rate:.0f}" for batch, rate in rates.items())
-        for engine, rates in openvino["texts_per_s_one_thread"].items()
+        for engine, rates in openvino[f"{unit}_per_s_per_thread"].items()
     )
+
+
+def _elsewhere(openvino: dict[str, Any]) -> str:
+    """Where the export's precision was checked on another class of processor than this one,
+    the note saying bf16 is not served here (model_common.openvino_setting.served_setting)."""
+    checked_on = openvino.get("processor_class")
+    if checked_on == this_processor().cls or openvino.get("precision") != "bf16":
+        return ""
+    return (
+        f"; bf16 was checked on a processor of class {checked_on}, not on this one "
+        f"({this_processor().cls}): f32 served; export again here to check bf16"
+    )
+
+
+def _served_setting(model: CatalogModel, openvino: dict[str, Any]) -> str:
+    """The setting served: the probe's where it moved off the export's, else the export's
+    (f32 where bf16 was checked elsewhere)."""
+    if model.openvino_setting is not None:
+        return Setting(*model.openvino_setting).label
+    if _elsewhere(openvino):
+        return "f32"
+    return _served_label(openvino)
 
 
 def _stage_record(root: Path, stage: Path) -> dict[str, Any]:
@@ -50,19 +87,32 @@ def _stage_record(root: Path, stage: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _probed(model: CatalogModel) -> str:
+    return f"; {model.probe_note}" if model.probe_note else ""
+
+
+def _auto(model: CatalogModel) -> bool:
+    """Whether the engine was left to auto: the load probe serves ONNX Runtime in place of
+    OpenVINO only for such an entry (server/engine_probe.py)."""
+    return model.engine == "auto" or (
+        model.probe_note is not None and model.engine == "onnxruntime"
+    )
+
+
 def _rerank_line(model: CatalogModel, engine: str, root: Path) -> str:
     """A reranker's scorer: its engine and precision, and its scores' checks against
     CrossEncoder.predict (export/score_check.py, export/rerank_openvino.py)."""
     record = _stage_record(root, RERANKER_REPOSITORY / "scorer")
     openvino = record.get("openvino")
-    chosen_by = "auto" if model.engine == "auto" else "the catalog"
+    chosen_by = "auto" if _auto(model) else "the catalog"
     line = f"{model.name}: reranker, engine {engine}"
     if engine == "openvino" and openvino is not None:
         served = openvino["precision"]
         line += (
-            f", precision {served} ({chosen_by}), activation {record.get('activation')}; max "
-            f"score difference to CrossEncoder {openvino['max_score_difference'][served]} "
-            f"(bound {openvino['max_score_difference_allowed'][served]})"
+            f", precision {_served_setting(model, openvino)} ({chosen_by}), activation "
+            f"{record.get('activation')}; max score difference to CrossEncoder "
+            f"{openvino['max_score_difference'][served]} (bound "
+            f"{openvino['max_score_difference_allowed'][served]}){_elsewhere(openvino)}"
         )
     else:
         line += (
@@ -71,17 +121,10 @@ def _rerank_line(model: CatalogModel, engine: str, root: Path) -> str:
             f"{record.get('num_check_pairs')} pairs (bar "
             f"{record.get('max_score_difference_allowed')})"
         )
-    if openvino is not None and model.engine == "auto":
-        measured = ", ".join(
-            f"{p} {value:.2e}" for p, value in openvino["max_score_difference"].items()
-        )
-        rates = "; ".join(
-            f"{ENGINE_NAMES[name]} "
-            + ", ".join(f"{batch} {rate:.0f}" for batch, rate in speeds.items())
-            for name, speeds in openvino["pairs_per_s_one_thread"].items()
-        )
-        line += f"; OpenVINO checked {measured}; pairs/s on one thread: {rates}"
-    return line
+    if openvino is not None and _auto(model):
+        measured = _measures(openvino, "max_score_difference", lambda value: f"{value:.2e}")
+        line += f"; OpenVINO checked {measured}; pairs/s per thread: {_speeds(openvino, 'pairs')}"
+    return line + _probed(model)
 
 
 def _sparse_line(name: str, root: Path) -> str:
@@ -97,35 +140,35 @@ def _sparse_line(name: str, root: Path) -> str:
 
 
 def engine_line(model: CatalogModel) -> str:
+    """The start line of a catalog model as the launcher serves it."""
     if model.task == "rerank":
         return _rerank_line(model, engine_of(model), export_root(model))
     if model.task == "sparse":
         return _sparse_line(model.name, export_root(model))
-    return served_engine_line(
-        model.name, engine_of(model), model.engine == "auto", export_root(model)
-    )
+    return embedder_line(model, engine_of(model), export_root(model))
 
 
-def served_engine_line(name: str, engine: str, auto: bool, root: Path) -> str:
-    """The line for model `name` served on `engine`, chosen by auto or by its catalog entry,
-    from the export records under `root` (laid out as export/ writes them)."""
-    chosen_by = "auto" if auto else "the catalog"
+def embedder_line(model: CatalogModel, engine: str, root: Path) -> str:
+    """The line for a bi-encoder served on `engine`, from the export records under `root`
+    (laid out as export/ writes them)."""
+    chosen_by = "auto" if _auto(model) else "the catalog"
     if engine == "tensorrt":
-        return f"{name}: engine tensorrt ({chosen_by}: its engine is built on this GPU)"
+        return f"{model.name}: engine tensorrt ({chosen_by}: its engine is built on this GPU)"
     openvino = (_record(root, "openvino") or {}).get("openvino")
     if engine == "openvino" and openvino is not None:
+        cosines = _measures(openvino, "min_cosine", lambda cosine: f"{cosine:.7f}")
         line = (
-            f"{name}: engine openvino, precision {openvino['precision']} ({chosen_by}); "
-            f"min cosine to sentence-transformers {_openvino_cosines(openvino)}; "
-            f"bar {openvino['min_cosine_required']}"
+            f"{model.name}: engine openvino, precision {_served_setting(model, openvino)} "
+            f"({chosen_by}); min cosine to sentence-transformers {cosines}; "
+            f"bar {openvino['min_cosine_required']}{_elsewhere(openvino)}"
         )
     else:
         onnx = _record(root, "onnxruntime") or {}
         line = (
-            f"{name}: engine onnxruntime, precision f32, graph {onnx.get('graph')} "
+            f"{model.name}: engine onnxruntime, precision f32, graph {onnx.get('graph')} "
             f"({chosen_by}); min cosine to sentence-transformers {onnx.get('min_cosine')}; "
             f"bar {onnx.get('min_cosine_required')}"
         )
-    if openvino is not None and auto:
-        line += f"; texts/s on one thread: {_speeds(openvino)}"
-    return line
+    if openvino is not None and _auto(model):
+        line += f"; texts/s per thread: {_speeds(openvino, 'texts')}"
+    return line + _probed(model)

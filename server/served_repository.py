@@ -24,10 +24,11 @@ code and the model's export.
 
 from __future__ import annotations
 
-import re
 import shutil
-from collections.abc import Callable
+from dataclasses import replace as replaced
 from pathlib import Path
+
+from model_common.openvino_setting import PRECISION_PARAMETER, THREADS_PER_STREAM_PARAMETER
 
 from server.catalog import (
     PACKAGED_STAGES,
@@ -39,6 +40,8 @@ from server.catalog import (
     read_catalog,
 )
 from server.catalog_exports import engine_folder, engine_of, ensure_exported, export_root
+from server.config_text import Edit, parameter, replace
+from server.engine_probe import probed
 from server.paths import (
     MODEL_REPOSITORY,
     REPO_ROOT,
@@ -64,37 +67,15 @@ EMBEDDER_MODEL_PARAMETER = "embedder_model"
 # The scorer parameter naming the engine that runs its graph.
 ENGINE_PARAMETER = "engine"
 
-# Edits of a shipped config's text: standard library only, like the
-# launcher that writes the repository, and the shipped comments stay.
-Edit = Callable[[str], str]
-
-
-def _replace(text: str, pattern: str, value: str, what: str) -> str:
-    """`text` with every match of `pattern`'s group 2 set to `value`;
-    raises ValueError when nothing matches, naming `what`."""
-    edited, count = re.subn(pattern, lambda m: m.group(1) + value + m.group(3), text)
-    if count == 0:
-        raise ValueError(f"no {what} to set")
-    return edited
-
 
 def _stage_name(stage: str, name: str) -> Edit:
-    return lambda text: _replace(
+    return lambda text: replace(
         text, rf'(model_name:\s*")({stage})(")', name, f"ensemble step {stage!r}"
     )
 
 
-def _parameter(key: str, value: str) -> Edit:
-    return lambda text: _replace(
-        text,
-        rf'(key:\s*"{key}"\s*value:\s*\{{\s*string_value:\s*")([^"]*)(")',
-        value,
-        f"parameter {key!r}",
-    )
-
-
 def _instances(count: int) -> Edit:
-    return lambda text: _replace(
+    return lambda text: replace(
         text, r"(instance_group\s*\[[^]]*?count:\s*)(\d+)()", str(count), "instance_group count"
     )
 
@@ -175,13 +156,17 @@ def write_served_repository(
         (out / SPARSE_SERIALIZER).symlink_to(SPARSE_REPOSITORY / SERIALIZER)
     for model in catalog.models:
         tokenizer_source, engine_source = _stage_sources(model)
-        tokenizer = [_parameter(EMBEDDER_MODEL_PARAMETER, model.engine_stage)]
+        tokenizer = [parameter(EMBEDDER_MODEL_PARAMETER, model.engine_stage)]
         if tokenizer_instances is not None:
             tokenizer.append(_instances(tokenizer_instances))
         embedder = [] if model.instances is None else [_instances(model.instances)]
         if model.task == "rerank":
             # One scorer runs either engine's file of the export.
-            embedder.append(_parameter(ENGINE_PARAMETER, engine_of(model)))
+            embedder.append(parameter(ENGINE_PARAMETER, engine_of(model)))
+        if model.openvino_setting is not None:
+            precision, threads_per_stream = model.openvino_setting
+            embedder.append(parameter(PRECISION_PARAMETER, precision))
+            embedder.append(parameter(THREADS_PER_STREAM_PARAMETER, str(threads_per_stream)))
         _stage(out, model, model.tokenizer, tokenizer_source, tokenizer)
         _stage(out, model, model.engine_stage, engine_source, embedder)
         # The TensorRT embedder runs its engine, a model of its own.
@@ -192,15 +177,18 @@ def write_served_repository(
 
 
 def prepare(catalog_path: Path, out: Path, tokenizer_instances: int | None = None) -> Catalog | str:
-    """Reads the catalog, exports what is missing or stale, writes the
-    repository; the refusal when any of it cannot be done."""
+    """Reads the catalog, exports what is missing or stale, probes what OpenVINO will load,
+    writes the repository; the refusal when any of it cannot be done."""
     catalog = read_catalog(catalog_path)
     if isinstance(catalog, str):
         return catalog
+    models = []
     for model in catalog.models:
-        refusal = ensure_exported(model)
-        if refusal:
-            return f"catalog {catalog_path}: {refusal}"
+        served = ensure_exported(model) or probed(model)
+        if isinstance(served, str):
+            return f"catalog {catalog_path}: {served}"
+        models.append(served)
+    catalog = replaced(catalog, models=tuple(models))
     try:
         write_served_repository(catalog, out, tokenizer_instances)
     except ValueError as error:

@@ -17,7 +17,7 @@ import pytest
 from model_common.admission import MEAN_WEIGHT, BacklogGate, BacklogLimit
 from model_common.backlog import BACKLOG_DIR_VARIABLE, RELEASED, STARTED, Backlog
 
-from server import launch
+from server import launch_plan
 
 LIMIT = 8
 TOKENS = 6400
@@ -94,7 +94,7 @@ def test_without_the_launchers_folder_the_stage_refuses_to_load(
 
 
 def test_the_launcher_names_what_the_stages_read() -> None:
-    assert launch.BACKLOG_DIR_VARIABLE == BACKLOG_DIR_VARIABLE
+    assert launch_plan.BACKLOG_DIR_VARIABLE == BACKLOG_DIR_VARIABLE
 
 
 def _gate(metrics: Metrics, limit: BacklogLimit | None = None) -> tuple[BacklogGate, Backlog]:

@@ -24,21 +24,16 @@ from typing import Any
 
 import pytest
 import yaml
-from embedding_client.gateway.server import API_KEY_VARIABLE
+from embedding_gateway.server import API_KEY_VARIABLE
 
 from harness.compose import TENANTS_DIR_VARIABLE, TENANTS_FILE, tenants_compose_file
 from harness.helm import CHART, HELM
 from harness.repository import read_config
-from server.launch import (
-    ADMIN_KEY_VARIABLE,
-    EDGE_STATS_PORT_OFFSET,
-    EDGE_STOP_MARGIN_S,
-    EXIT_TIMEOUT_S,
-    Endpoints,
-    argument_parser,
-)
+from server.launch import argument_parser
+from server.launch_plan import ADMIN_KEY_VARIABLE, EDGE_STATS_PORT_OFFSET, Endpoints
 from server.paths import REPO_ROOT, SERIALIZER_BACKEND, SERIALIZER_FILE, SERIALIZER_LIBRARY
-from server.watchdog import STOP_TIMEOUT_S
+from server.shutdown_timings import EDGE_STOP_MARGIN_S, EXIT_TIMEOUT_S
+from server.shutdown_timings import WATCHDOG_STOP_TIMEOUT_S as STOP_TIMEOUT_S
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 BALANCER_CONFIG = REPO_ROOT / "docker" / "envoy.yaml"
@@ -442,11 +437,22 @@ def _image_standard_library() -> set[str] | None:
     return None
 
 
+# The launcher's own packages: server/, the catalog package it reads its
+# catalog with (catalog/), and model_common's standard-library modules it
+# reads the processor class and OpenVINO's settings from; both images install
+# both packages.
+LAUNCHER_PACKAGES = {
+    "server": REPO_ROOT / "server",
+    "embedding_catalog": REPO_ROOT / "catalog" / "embedding_catalog",
+    "model_common": REPO_ROOT / "model_common" / "model_common",
+}
+
+
 def _launcher_imports() -> tuple[set[str], set[tuple[str, str]]]:
     """The top-level modules that server/launch.py and what it imports from
-    server/ import at module level, and the (module, fallback) pairs of
-    imports guarded by `except ModuleNotFoundError`."""
-    pending, seen = ["launch"], set()
+    the launcher's packages import at module level, and the (module,
+    fallback) pairs of imports guarded by `except ModuleNotFoundError`."""
+    pending, seen = ["server.launch"], set()
     plain: set[str] = set()
     guarded: set[tuple[str, str]] = set()
 
@@ -462,29 +468,31 @@ def _launcher_imports() -> tuple[set[str], set[tuple[str, str]]]:
     while pending:
         module = pending.pop()
         seen.add(module)
-        source = (REPO_ROOT / "server" / f"{module}.py").read_text()
+        package, _, name = module.partition(".")
+        source = (LAUNCHER_PACKAGES[package] / f"{name}.py").read_text()
         tree = ast.parse(source, feature_version=IMAGE_PYTHON)
-        for name in names(tree.body):
-            top, _, rest = name.partition(".")
-            if top != "server":
+        for imported in names(tree.body):
+            top, _, rest = imported.partition(".")
+            if top not in LAUNCHER_PACKAGES:
                 plain.add(top)
             elif rest:
-                pending.extend({rest} - seen)
+                pending.extend({imported} - seen)
         for node in tree.body:
-            if isinstance(node, ast.ImportFrom) and node.module == "server":
-                pending.extend({alias.name for alias in node.names} - seen)
+            if isinstance(node, ast.ImportFrom) and node.module in LAUNCHER_PACKAGES:
+                pending.extend({f"{node.module}.{alias.name}" for alias in node.names} - seen)
             if isinstance(node, ast.Try):
                 (handler,) = node.handlers
                 assert isinstance(handler.type, ast.Name), ast.dump(handler)
                 assert handler.type.id == "ModuleNotFoundError", ast.dump(handler)
                 for first, fallback in zip(names(node.body), names(handler.body), strict=True):
                     guarded.add((first.partition(".")[0], fallback.partition(".")[0]))
-    assert {"launch", "watchdog", "shutdown", "health", "catalog", "tenants", "toml"} <= seen
+    launcher = {"launch", "watchdog", "shutdown", "health", "catalog", "tenants", "toml"}
+    assert {f"server.{name}" for name in launcher} | {"embedding_catalog.catalog"} <= seen
     return plain, guarded
 
 
 def test_the_launcher_runs_on_the_image_python() -> None:
-    """The launcher and what it imports from server/ parse as the GPU image's
+    """The launcher and what it imports from its packages parse as the GPU image's
     Python and import, at module level, its standard library only, or a
     package of requirements/launcher.txt where the standard library's module
     is newer than that Python."""

@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import pytest
+from engine_fault import died, with_engine_fault
 from export_records import assert_the_recorded_choices_replay
+from model_common.openvino_runtime import ov
+from model_common.openvino_setting import THREADS_PER_STREAM, Setting, precision_candidates
 from tokenizers import Tokenizer
 
 from export.engine_choice import MIN_COSINE
@@ -30,6 +33,7 @@ from server.paths import REPO_ROOT
 
 EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
+DIED = died("SIGFPE", "compiling")
 # Check texts: 13 unprompted, 5 more after each non-empty prompt (export/reference_check.py).
 UNPROMPTED_CHECKS, CHECKS_PER_PROMPT = 13, 5
 QWEN3_QUERY = "Instruct: Given a web search query, retrieve relevant passages\nQuery: "
@@ -204,6 +208,64 @@ def test_openvino_converts_and_checks_a_decoder(exports: dict[str, Export]) -> N
     assert record["model_dir"] == str(export.folder)
     assert record["prompts"] == EXPECTED["qwen3"]["prompts"]
     assert_the_recorded_choices_replay(record["openvino"])
+
+
+def _repository_of_onnx(export: Export, tmp_path: Path) -> Path:
+    """A repository holding a copy of the export's ONNX graph and record alone."""
+    repository = tmp_path / "repository"
+    shutil.copytree(export.repository / "onnx_cpu", repository / "onnx_cpu")
+    return repository
+
+
+def _first_precision() -> str:
+    """The precision this processor's export tries first (bf16 where OpenVINO runs it)."""
+    capabilities = ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    return precision_candidates("BF16" in capabilities)[0]
+
+
+def test_a_setting_whose_engine_dies_is_refused_and_the_next_served(
+    exports: dict[str, Export], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoder's first precision dies with one thread per stream, on every processor: the
+    export names the death, tries two threads per stream, and serves what then keeps the bar
+    (on a bf16 processor, where random-weight Qwen3 misses it in bf16, float32)."""
+    first = _first_precision()
+    # As OpenVINO 2026.4.1 dies compiling a decoder in bf16 with one thread per stream on AMX.
+    with_engine_fault(monkeypatch, f"SIGFPE:{first}/1")
+    repository = _repository_of_onnx(exports["qwen3"], tmp_path)
+    result = run_export(EXPORT_OPENVINO, f"--repository={repository}")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert f"check: {first} refused: {DIED}" in result.stdout, result.stdout
+    openvino = json.loads((repository / "openvino_cpu/embedder/1/export.json").read_text())
+    record = openvino["openvino"]
+    assert record["failed"] == {first: DIED}, record
+    assert Setting(first, 2).label in record["min_cosine"], record
+    assert_the_recorded_choices_replay(record)
+
+
+def test_a_precision_whose_engine_dies_in_every_layout_gives_way(
+    exports: dict[str, Export], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every layout of the first precision dies: a bf16 processor serves float32; without
+    bfloat16, no setting is left, the export refuses itself naming each death, and writes
+    nothing."""
+    first = _first_precision()
+    dead = [Setting(first, threads) for threads in THREADS_PER_STREAM]
+    with_engine_fault(monkeypatch, f"SIGFPE:{first}/1,{first}/2")
+    repository = _repository_of_onnx(exports["qwen3"], tmp_path)
+    result = run_export(EXPORT_OPENVINO, f"--repository={repository}")
+    written = repository / "openvino_cpu/embedder/1/export.json"
+    deaths = "; ".join(f"{setting.label} refused: {DIED}" for setting in dead)
+    if first == "f32":
+        assert result.returncode != 0 and not written.exists()
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"no OpenVINO setting kept its bar ({deaths}"), last
+        return
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    record = json.loads(written.read_text())["openvino"]
+    assert record["failed"] == {setting.label: DIED for setting in dead}, record
+    assert record["precision"] == "f32"
+    assert_the_recorded_choices_replay(record)
 
 
 def _edit_json(path: Path, edit: Callable[[Any], Any]) -> None:

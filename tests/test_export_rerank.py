@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-import openvino as ov
 import pytest
 from export_records import assert_the_recorded_reranker_choices_replay
+from model_common.openvino_runtime import ov
 from tokenizers import Tokenizer
 
 from harness.export_environment import run_in_export_environment

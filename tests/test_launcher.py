@@ -33,14 +33,10 @@ from harness.server import free_loopback_endpoints, post_status
 from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
 from server.catalog_exports import engine_of
 from server.health import child_pids, python_stubs, server_ready
-from server.launch import (
-    ADMIN_KEY_HEADER,
-    ADMIN_KEY_VARIABLE,
-    installed_triton,
-    wheel_triton,
-)
+from server.launch_plan import ADMIN_KEY_HEADER, ADMIN_KEY_VARIABLE
 from server.paths import OPENVINO_MODEL_DIR, REPO_ROOT, SERIALIZER_BACKEND, SERIALIZER_FILE
 from server.tracing import Tracing
+from server.triton_install import installed_triton, wheel_triton
 from server.watchdog import RETRY_MAX_S, ReloadBackoff, retry_delays
 
 STARTUP_TIMEOUT_S = 180.0
@@ -184,7 +180,7 @@ def test_the_log_names_each_models_engine_and_the_cosines_that_chose_it(
         assert f"precision {openvino['precision']} (auto)" in line
         for precision, cosine in openvino["min_cosine"].items():
             assert f"{precision} {cosine:.7f}" in line, line
-    assert "texts/s on one thread: ONNX Runtime f32" in line, line
+    assert "texts/s per thread: ONNX Runtime f32" in line, line
 
 
 def test_admin_key_is_not_on_the_launcher_command_line(installed_server: Launcher) -> None:

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from model_common.processor import this_processor
 from tritonclient.utils import InferenceServerException
 
 from export.engine_choice import MIN_COSINE
-from harness.processor import this_processor
 from harness.requests import token_inputs
 from harness.server import RunningServer, running_server
 from perf.ceiling import serving_tokenizer, tokenize

@@ -155,7 +155,7 @@ def test_the_start_line_names_each_rerankers_engine_and_check(
         assert difference <= allowed[model.name], line
         assert "None" not in line, line
         # auto says what it chose from.
-        assert ("pairs/s on one thread" in line) == (model.engine == "auto"), line
+        assert ("pairs/s per thread" in line) == (model.engine == "auto"), line
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -384,6 +384,17 @@ def test_bad_rerank_requests_get_a_400_in_the_apis_shape(
     assert answered == status, body
     message = body["message"] if route != "/rerank" else body["error"]
     assert named in message, message
+
+
+def test_tei_rerank_takes_the_direction_as_tei_spells_it(
+    gateway: RunningGateway, rerankers: dict[str, Path]
+) -> None:
+    """TEI spells the directions capitalized; a pair is cut from the right only."""
+    body = {"model": next(iter(rerankers)), "query": "q", "texts": DOCUMENTS[:2]}
+    status, answer = post_json(gateway, "/rerank", {**body, "truncation_direction": "Right"})
+    assert status == 200 and len(answer) == 2, answer
+    status, answer = post_json(gateway, "/rerank", {**body, "truncation_direction": "Left"})
+    assert status == 400 and "'truncation_direction' must be 'Right'" in answer["error"], answer
 
 
 def test_openai_embeddings_refuse_a_reranker_naming_its_task(

@@ -154,8 +154,8 @@ class CpuCgroup:
 
 
 # Parameters by which the CPU embedders (onnx_cpu: intra-op threads;
-# openvino_cpu: streams of one thread each) run work side by side.
-PARALLELISM_PARAMETERS = ("intra_op_num_threads", "streams")
+# openvino_cpu: threads, a stream each) run work side by side.
+PARALLELISM_PARAMETERS = ("intra_op_num_threads", "threads")
 
 
 def one_embedder_thread(config: model_config_pb2.ModelConfig) -> None:

@@ -1,9 +1,12 @@
-"""This machine's x86-64 class, read from /proc/cpuinfo: what CI's log, the
-perf reports and the tests' skip reasons say about where a result came from.
-The classes seen on these machines differ in what the CPU engines can use:
-bfloat16 (OpenVINO's bf16 precision), VNNI (ONNX Runtime's int8 kernels).
+"""This machine's x86-64 class, read from /proc/cpuinfo. The classes seen
+on these machines differ in what the CPU engines can use (bfloat16 for
+OpenVINO's bf16 precision, VNNI for ONNX Runtime's int8 kernels, AMX tiles)
+and in how the engines fail: an export records the class it checked its
+precision on, and serving re-checks a graph exported on another class
+(docs/performance.md, "When the engine dies"). CI's log, the perf reports
+and the tests' skip reasons name it too.
 
-    python3 -m harness.processor    (standard library only)
+    PYTHONPATH=model_common python3 -m model_common.processor    (standard library only)
 """
 
 from __future__ import annotations

@@ -4,39 +4,47 @@ export/export_openvino.py) on the CPU.
 
 The request handling is the ONNX embedder's (model_common): the same checks,
 errors and length-sorted rows. What differs is how they are grouped and run:
-groups are capped in tokens, not rows, and OpenVINO streams, one thread
-each, run the groups of one execute call at the same time, so a single
-instance keeps every core busy however the dynamic batcher merged the
-requests.
+groups are capped in tokens, not rows, and OpenVINO streams (one thread
+each, unless the export found the engine needs more:
+model_common.openvino_setting) run the groups of one execute call at the
+same time, so a single instance keeps every core busy however the dynamic
+batcher merged the requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-import openvino as ov
 import triton_python_backend_utils as pb_utils
+from model_common.embedder import GroupedEmbedder
+from model_common.embedder_setup import EmbedderSetup
+from model_common.graph_tensors import openvino_tensors
 from model_common.openvino_compile import compile_served
+from model_common.openvino_runtime import ov
 from model_common.rows import Embeddings, Tokens, groups_by_tokens
-from model_common.triton import GroupedEmbedder
+from model_common.tensors import EMBEDDER_IO
 
-# What OpenVINO raises when a request's values break the graph.
-_RUN_ERRORS = (RuntimeError,)
+_FEEDS = [tensor.graph_name for tensor in EMBEDDER_IO.inputs]
 
 
 class TritonPythonModel(GroupedEmbedder):
-    def initialize(self, args: dict[str, str]) -> None:
-        setup = self._set_up(args, _RUN_ERRORS)
-        self._tokens_per_run = setup.integer("tokens_per_run")
-        self._streams = setup.integer("streams")
+    run_errors = (RuntimeError,)
 
-        compiled, precision = compile_served(ov.Core(), setup, self._streams)
-        self._outputs = (compiled.output("embedding"), compiled.output("norm"))
+    def _open(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
+        self._tokens_per_run = setup.integer("tokens_per_run")
+        threads = setup.integer("threads")
+        served = compile_served(ov.Core(), setup, threads, pb_utils.Logger.log_warn)
+        compiled = served.compiled
+        self._check_graph(
+            "model.xml", openvino_tensors(compiled), EMBEDDER_IO.inputs, EMBEDDER_IO.outputs
+        )
+        self._streams = served.streams
+        self._outputs = [compiled.output(tensor.graph_name) for tensor in EMBEDDER_IO.outputs]
         self._queue = ov.AsyncInferQueue(compiled, self._streams)
         pb_utils.Logger.log_info(
-            f"embedder: OpenVINO {ov.get_version()}, precision {precision}, "
-            f"{self._streams} stream(s) of one thread"
+            f"embedder: OpenVINO {ov.get_version()}, precision {served.setting.precision}, "
+            f"{self._streams} stream(s) of {served.setting.threads_per_stream} thread(s)"
         )
 
     def _cut_groups(self, lengths: np.ndarray) -> list[np.ndarray]:
@@ -59,10 +67,8 @@ class TritonPythonModel(GroupedEmbedder):
 
         self._queue.set_callback(collect)
         try:
-            for index, (input_ids, attention_mask) in enumerate(groups):
-                self._queue.start_async(
-                    {"input_ids": input_ids, "attention_mask": attention_mask}, userdata=index
-                )
+            for index, group in enumerate(groups):
+                self._queue.start_async(dict(zip(_FEEDS, group, strict=True)), userdata=index)
         finally:
             # Groups already started must finish before the next call reuses
             # the queue.
