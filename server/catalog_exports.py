@@ -28,9 +28,7 @@ from server.paths import (
     EXPORT_PYTHON,
     EXPORTS,
     MODEL_REPOSITORY,
-    OPENVINO_VERSIONS,
     REPO_ROOT,
-    TENSORRT_FOLDER,
     TENSORRT_PLAN,
     faster_cpu_engine,
 )
@@ -54,20 +52,13 @@ def export_root(model: CatalogModel) -> Path:
 def engine_of(model: CatalogModel) -> str:
     """The engine that serves `model`: its own choice, or for auto the
     packaged model's TensorRT engine where this server has it built, else
-    the CPU engine its export measured faster."""
-    if model.task == "sparse":
-        # Exported for ONNX Runtime alone (catalog.TASK_ENGINES).
-        return "onnxruntime"
+    the CPU engine its export measured faster (ONNX Runtime for a task
+    exported for it alone)."""
     if model.engine != "auto":
         return model.engine
     if model.path is None and TENSORRT_PLAN.exists():
         return "tensorrt"
     return faster_cpu_engine(export_root(model), model.task)
-
-
-def engine_folder(model: CatalogModel) -> str:
-    engine = engine_of(model)
-    return TENSORRT_FOLDER if engine == "tensorrt" else ENGINE_FOLDERS[engine]
 
 
 def source_digest(model: CatalogModel) -> str:
@@ -122,7 +113,8 @@ def ensure_exported(model: CatalogModel) -> str | None:
     refusal = _run(
         [str(EXPORT_PYTHON), script, f"--model-dir={model.path}", f"--repository={root}"]
     )
-    if refusal is None and model.task != "sparse" and model.engine != "onnxruntime":
+    has_openvino = model.task_declaration.openvino_version is not None
+    if refusal is None and has_openvino and model.engine != "onnxruntime":
         refusal = _export_openvino(model, root)
     if refusal:
         return f"entry {model.name!r} ({model.path}): export refused: {refusal}"
@@ -135,7 +127,7 @@ def _export_openvino(model: CatalogModel, root: Path) -> str | None:
     leaves the engine to auto, ONNX Runtime serves, and the launcher says why."""
     # An IR of the graph this export replaced must never be served: without
     # its model.xml, no engine choice picks OpenVINO (paths.faster_cpu_engine).
-    (root / OPENVINO_VERSIONS[model.task] / "model.xml").unlink(missing_ok=True)
+    (root / str(model.task_declaration.openvino_version) / "model.xml").unlink(missing_ok=True)
     script = str(REPO_ROOT / "export" / "export_openvino.py")
     refusal = _run([str(EXPORT_PYTHON), script, f"--repository={root}"])
     if refusal is None or model.engine != "auto":

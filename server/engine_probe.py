@@ -22,14 +22,9 @@ from server.catalog import CatalogModel
 from server.catalog_exports import engine_of, export_root
 from server.config_text import parameter_value
 from server.logs import log
-from server.paths import ENGINE_FOLDERS, MODEL_REPOSITORY, OPENVINO_VERSIONS, RERANKER_REPOSITORY
+from server.paths import MODEL_REPOSITORY
 
 PROBE_MODULE = "model_common.openvino_probe"
-# Each task's OpenVINO stage config, and the parameter giving its threads.
-STAGE_THREADS = {
-    "embed": (MODEL_REPOSITORY / ENGINE_FOLDERS["openvino"] / "embedder", "threads"),
-    "rerank": (RERANKER_REPOSITORY / "scorer", "intra_op_num_threads"),
-}
 
 
 @dataclass(frozen=True)
@@ -72,7 +67,9 @@ def probe(model_xml: Path, threads: int, setting: Setting | None) -> Probed | st
 
 
 def stage_threads(model: CatalogModel) -> int:
-    folder, key = STAGE_THREADS[model.task]
+    """The threads the model's OpenVINO stage asks for, as its shipped config gives them."""
+    task = model.task_declaration
+    folder, key = MODEL_REPOSITORY / task.engine_stage("openvino"), task.threads_parameter
     value = parameter_value((folder / "config.pbtxt").read_text(), key)
     if value is None:
         raise ValueError(f"{folder / 'config.pbtxt'} declares no parameter {key!r}")
@@ -85,7 +82,7 @@ def probed(model: CatalogModel) -> CatalogModel | str:
     the refusal, naming the entry, where no OpenVINO setting holds and its engine is forced."""
     if engine_of(model) != "openvino":
         return model
-    model_xml = export_root(model) / OPENVINO_VERSIONS[model.task] / "model.xml"
+    model_xml = export_root(model) / str(model.task_declaration.openvino_version) / "model.xml"
     threads, setting, failures = stage_threads(model), None, []
     while True:
         found = probe(model_xml, threads, setting)

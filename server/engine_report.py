@@ -13,24 +13,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from embedding_catalog.tasks import EMBED, RERANK, SPARSE, VERSION
 from model_common.openvino_setting import Setting, exported_setting
 from model_common.processor import this_processor
 
 from server.catalog import CatalogModel
 from server.catalog_exports import engine_of, export_root
-from server.paths import (
-    ENGINE_FOLDERS,
-    MODEL_REPOSITORY,
-    RERANKER_REPOSITORY,
-    SPARSE_REPOSITORY,
-)
 
 ENGINE_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
-def _record(root: Path, engine: str) -> dict[str, Any] | None:
-    path = root / ENGINE_FOLDERS[engine] / "embedder" / "1" / "export.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def _record(root: Path, stage: str) -> dict[str, Any]:
+    """The export record of a model_repository stage folder, as exported under root."""
+    path = root / stage / VERSION / "export.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def _served_label(openvino: dict[str, Any]) -> str:
@@ -81,12 +77,6 @@ def _served_setting(model: CatalogModel, openvino: dict[str, Any]) -> str:
     return _served_label(openvino)
 
 
-def _stage_record(root: Path, stage: Path) -> dict[str, Any]:
-    """The export record of a model_repository stage folder, as exported under root."""
-    path = root / stage.relative_to(MODEL_REPOSITORY) / "1" / "export.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def _probed(model: CatalogModel) -> str:
     return f"; {model.probe_note}" if model.probe_note else ""
 
@@ -102,7 +92,7 @@ def _auto(model: CatalogModel) -> bool:
 def _rerank_line(model: CatalogModel, engine: str, root: Path) -> str:
     """A reranker's scorer: its engine and precision, and its scores' checks against
     CrossEncoder.predict (export/score_check.py, export/rerank_openvino.py)."""
-    record = _stage_record(root, RERANKER_REPOSITORY / "scorer")
+    record = _record(root, RERANK.engine_stage("openvino"))
     openvino = record.get("openvino")
     chosen_by = "auto" if _auto(model) else "the catalog"
     line = f"{model.name}: reranker, engine {engine}"
@@ -130,7 +120,7 @@ def _rerank_line(model: CatalogModel, engine: str, root: Path) -> str:
 def _sparse_line(name: str, root: Path) -> str:
     """A sparse encoder's encoder: ONNX Runtime in float32, checked against
     SparseEncoder.encode."""
-    record = _stage_record(root, SPARSE_REPOSITORY / "encoder")
+    record = _record(root, SPARSE.engine_stage("onnxruntime"))
     return (
         f"{name}: sparse encoder, engine onnxruntime, precision f32, pooling "
         f"{record.get('pooling_strategy')}; max value difference to SparseEncoder "
@@ -154,7 +144,7 @@ def embedder_line(model: CatalogModel, engine: str, root: Path) -> str:
     chosen_by = "auto" if _auto(model) else "the catalog"
     if engine == "tensorrt":
         return f"{model.name}: engine tensorrt ({chosen_by}: its engine is built on this GPU)"
-    openvino = (_record(root, "openvino") or {}).get("openvino")
+    openvino = _record(root, EMBED.engine_stage("openvino")).get("openvino")
     if engine == "openvino" and openvino is not None:
         cosines = _measures(openvino, "min_cosine", lambda cosine: f"{cosine:.7f}")
         line = (
@@ -163,7 +153,7 @@ def embedder_line(model: CatalogModel, engine: str, root: Path) -> str:
             f"bar {openvino['min_cosine_required']}{_elsewhere(openvino)}"
         )
     else:
-        onnx = _record(root, "onnxruntime") or {}
+        onnx = _record(root, EMBED.engine_stage("onnxruntime"))
         line = (
             f"{model.name}: engine onnxruntime, precision f32, graph {onnx.get('graph')} "
             f"({chosen_by}); min cosine to sentence-transformers {onnx.get('min_cosine')}; "

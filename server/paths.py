@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from embedding_catalog.exports import TOKENIZER_JSON as EXPORT_TOKENIZER_JSON
+from embedding_catalog.tasks import CPU_ENGINES, EMBED, TASKS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = REPO_ROOT / "model_repository"
@@ -45,16 +46,12 @@ EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 EXPORTS = REPO_ROOT / "build" / "exports"
 SERVED_REPOSITORY = REPO_ROOT / "build" / "served"
 # The CPU embedder folder of each engine, in MODEL_REPOSITORY and in every
-# export.
-ENGINE_FOLDERS = {"onnxruntime": "onnx_cpu", "openvino": "openvino_cpu"}
+# export (the bi-encoder's declaration, embedding_catalog.tasks).
+ENGINE_FOLDERS = {engine: EMBED.engine_stages[engine].split("/")[0] for engine in CPU_ENGINES}
 # The packaged model's TensorRT embedder and the engine that
 # export/export_tensorrt.py builds on the serving GPU.
 TENSORRT_FOLDER = "tensorrt_gpu"
 TENSORRT_PLAN = MODEL_REPOSITORY / TENSORRT_FOLDER / "embedder_engine" / "1" / "model.plan"
-
-
-# Where export/export_openvino.py writes a task's IR and its record.
-OPENVINO_VERSIONS = {"embed": "openvino_cpu/embedder/1", "rerank": "reranker/scorer/1"}
 
 
 def faster_cpu_engine(export_root: Path, task: str) -> str:
@@ -62,12 +59,15 @@ def faster_cpu_engine(export_root: Path, task: str) -> str:
     `export_root`: OpenVINO where its export measured it faster than ONNX
     Runtime on this machine at its bar (export/export_openvino.py), ONNX
     Runtime otherwise."""
-    version = export_root / OPENVINO_VERSIONS[task]
+    openvino = TASKS[task].openvino_version
+    if openvino is None:
+        return "onnxruntime"
+    version = export_root / openvino
     record = version / "export.json"
     if not record.exists() or not (version / "model.xml").exists():
         return "onnxruntime"
-    openvino = json.loads(record.read_text()).get("openvino", {})
-    return "openvino" if openvino.get("faster_engine") == "openvino" else "onnxruntime"
+    chosen = json.loads(record.read_text()).get("openvino", {}).get("faster_engine")
+    return "openvino" if chosen == "openvino" else "onnxruntime"
 
 
 def default_cpu_embedder() -> Path:

@@ -11,8 +11,9 @@ launcher at each start (server/launch.py --catalog):
     <out>/<name>.scorer              a reranker's scorer, in place of the embedder
     <out>/<name>.encoder             a sparse encoder's, likewise
 
-Why written, not kept: what differs per model is only the stage names an
-ensemble calls, the embedder whose backlog the tokenizer reads, and the
+Which stages, entry points and serializer a model has is its task's
+declaration (catalog/embedding_catalog/tasks.py). Why written, not kept:
+what differs per model is only the stage names an ensemble calls, the embedder whose backlog the tokenizer reads, and the
 instance counts; the rest of each config is model_repository's, and each
 model's numbers (width, max length, vocabulary, prompts) are in its export
 record, which the stages read. So model_repository holds one config per
@@ -28,43 +29,20 @@ import shutil
 from dataclasses import replace as replaced
 from pathlib import Path
 
+from embedding_catalog.catalog import PACKAGED_STAGES
+from embedding_catalog.tasks import SERIALIZER, SERIALIZER_FOLDERS
 from model_common.openvino_setting import PRECISION_PARAMETER, THREADS_PER_STREAM_PARAMETER
 
-from server.catalog import (
-    PACKAGED_STAGES,
-    SERIALIZER,
-    SPARSE_SERIALIZER,
-    TOKENS_SUFFIX,
-    Catalog,
-    CatalogModel,
-    read_catalog,
-)
-from server.catalog_exports import engine_folder, engine_of, ensure_exported, export_root
+from server.catalog import Catalog, CatalogModel, read_catalog
+from server.catalog_exports import engine_of, ensure_exported, export_root
 from server.config_text import Edit, parameter, replace
 from server.engine_probe import probed
-from server.paths import (
-    MODEL_REPOSITORY,
-    REPO_ROOT,
-    RERANKER_REPOSITORY,
-    SHARED_REPOSITORY,
-    SPARSE_REPOSITORY,
-)
+from server.paths import MODEL_REPOSITORY, REPO_ROOT
 
-# The stage names the shipped ensembles call, which each served ensemble
-# renames to its model's stages, and the ensembles, by task.
-TOKENIZER_STAGE = "tokenizer"
-EMBEDDER_STAGE = "embedder"
 TENSORRT_ENGINE_STAGE = PACKAGED_STAGES[2]
-# Each entry point's shipped ensemble (a model_repository folder), by task
-# and name suffix.
-ENSEMBLES = {
-    "embed": {"": SHARED_REPOSITORY / "embed", TOKENS_SUFFIX: SHARED_REPOSITORY / "embed_tokens"},
-    "rerank": {"": RERANKER_REPOSITORY / "rerank"},
-    "sparse": {"": SPARSE_REPOSITORY / "embed_sparse"},
-}
 # The tokenizer parameter naming the embedder whose backlog it admits by.
 EMBEDDER_MODEL_PARAMETER = "embedder_model"
-# The scorer parameter naming the engine that runs its graph.
+# The parameter of a stage several engines run, naming the one that runs it.
 ENGINE_PARAMETER = "engine"
 
 
@@ -116,30 +94,44 @@ def _stage(out: Path, model: CatalogModel, folder: str, source: Path, edits: lis
 
 def _stage_sources(model: CatalogModel) -> tuple[Path, Path]:
     """The model_repository folders of the model's tokenizer and of the
-    stage that runs it; the ensembles call each by its folder's name."""
-    if model.task == "rerank":
-        return RERANKER_REPOSITORY / "pair_tokenizer", RERANKER_REPOSITORY / "scorer"
-    if model.task == "sparse":
-        return SHARED_REPOSITORY / TOKENIZER_STAGE, SPARSE_REPOSITORY / "encoder"
-    engine = MODEL_REPOSITORY / engine_folder(model) / EMBEDDER_STAGE
-    return SHARED_REPOSITORY / TOKENIZER_STAGE, engine
+    stage that runs it on its engine; the ensembles call each by its folder's
+    name."""
+    task = model.task_declaration
+    return (
+        MODEL_REPOSITORY / task.tokenizer_stage,
+        MODEL_REPOSITORY / task.engine_stage(engine_of(model)),
+    )
 
 
 def _entry_points(out: Path, model: CatalogModel) -> None:
     tokenizer, engine = (source.name for source in _stage_sources(model))
-    for suffix in model.entry_suffixes:
-        source = ENSEMBLES[model.task][suffix] / "config.pbtxt"
+    for suffix, ensemble in model.task_declaration.entry_points.items():
+        source = MODEL_REPOSITORY / ensemble / "config.pbtxt"
         edits = [_stage_name(engine, model.engine_stage)]
         # The shipped ensembles call `serializer`, the sparse one too.
         serializer = model.serializer
         if serializer is not None and serializer != SERIALIZER:
             edits.append(_stage_name(SERIALIZER, serializer))
-        # The token entry point has no tokenizer step.
-        if suffix != TOKENS_SUFFIX:
+        # A token ids entry point has no tokenizer step.
+        if f'"{tokenizer}"' in source.read_text():
             edits.append(_stage_name(tokenizer, model.tokenizer))
         for name in model.names:
             _write(out / (name + suffix), source, edits, model.name)
             (out / (name + suffix) / "1").mkdir()
+
+
+def _engine_edits(model: CatalogModel) -> list[Edit]:
+    """What differs in the model's engine stage: its instances, which engine runs a stage
+    several engines share, and the OpenVINO setting where the load probe moved it."""
+    edits = [] if model.instances is None else [_instances(model.instances)]
+    engine = engine_of(model)
+    if model.task_declaration.shares_engine_stage(engine):
+        edits.append(parameter(ENGINE_PARAMETER, engine))
+    if model.openvino_setting is not None:
+        precision, threads_per_stream = model.openvino_setting
+        edits.append(parameter(PRECISION_PARAMETER, precision))
+        edits.append(parameter(THREADS_PER_STREAM_PARAMETER, str(threads_per_stream)))
+    return edits
 
 
 def write_served_repository(
@@ -151,24 +143,16 @@ def write_served_repository(
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    (out / SERIALIZER).symlink_to(SHARED_REPOSITORY / SERIALIZER)
-    if any(model.task == "sparse" for model in catalog.models):
-        (out / SPARSE_SERIALIZER).symlink_to(SPARSE_REPOSITORY / SERIALIZER)
+    serializers = {SERIALIZER} | {model.serializer for model in catalog.models} - {None}
+    for serializer in sorted(serializers):
+        (out / serializer).symlink_to(MODEL_REPOSITORY / SERIALIZER_FOLDERS[serializer])
     for model in catalog.models:
         tokenizer_source, engine_source = _stage_sources(model)
         tokenizer = [parameter(EMBEDDER_MODEL_PARAMETER, model.engine_stage)]
         if tokenizer_instances is not None:
             tokenizer.append(_instances(tokenizer_instances))
-        embedder = [] if model.instances is None else [_instances(model.instances)]
-        if model.task == "rerank":
-            # One scorer runs either engine's file of the export.
-            embedder.append(parameter(ENGINE_PARAMETER, engine_of(model)))
-        if model.openvino_setting is not None:
-            precision, threads_per_stream = model.openvino_setting
-            embedder.append(parameter(PRECISION_PARAMETER, precision))
-            embedder.append(parameter(THREADS_PER_STREAM_PARAMETER, str(threads_per_stream)))
         _stage(out, model, model.tokenizer, tokenizer_source, tokenizer)
-        _stage(out, model, model.engine_stage, engine_source, embedder)
+        _stage(out, model, model.engine_stage, engine_source, _engine_edits(model))
         # The TensorRT embedder runs its engine, a model of its own.
         engine = engine_source.parent
         if (engine / TENSORRT_ENGINE_STAGE).is_dir():

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from embedding_catalog.tasks import SPARSE_SERIALIZER
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, SparseRow
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
 from huggingface_hub import InferenceClient
@@ -33,7 +34,7 @@ from tritonclient.utils import InferenceServerException
 from harness.export_environment import run_in_export_environment
 from harness.gateway import RunningGateway, running_gateway
 from harness.server import RunningServer, running_server
-from server.catalog import SPARSE_SERIALIZER, Catalog
+from server.catalog import Catalog
 from server.engine_report import engine_line
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 

@@ -22,47 +22,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embedding_catalog import toml
+from embedding_catalog.tasks import EMBED, SERIALIZER, TASKS, TASKS_BY_MODEL_TYPE, Task
 
 # auto: on a server with the packaged model's TensorRT engine (built on its
 # GPU by export/export_tensorrt.py), that engine; otherwise OpenVINO where
 # its export measured it faster than ONNX Runtime on this machine at the
 # cosine bar, ONNX Runtime otherwise (the launcher's server/catalog_exports.py).
-ENGINES = ("auto", "onnxruntime", "openvino", "tensorrt")
-# Engines built for the packaged model only, so far.
-PACKAGED_ENGINES = ("tensorrt",)
+# Each task's own are its declaration's (embedding_catalog.tasks).
+ENGINES = ("auto", *dict.fromkeys(e for task in TASKS.values() for e in task.engine_stages))
 KEYS = frozenset({"name", "path", "aliases", "engine", "instances", "task"})
 # What a sentence-transformers folder is for: config_sentence_transformers.json's
 # model_type names its class. A folder without one is a bi-encoder, as
 # sentence-transformers saved them before it had other classes.
 MODEL_TYPE_FILE = "config_sentence_transformers.json"
-TASKS_BY_MODEL_TYPE = {
-    "SentenceTransformer": "embed",
-    "CrossEncoder": "rerank",
-    "SparseEncoder": "sparse",
-}
-TASKS = tuple(TASKS_BY_MODEL_TYPE.values())
-# The engines each task's export writes for; a bi-encoder's are ENGINES. A
-# reranker's auto is the CPU engine its export measured faster.
-TASK_ENGINES = {
-    "embed": ENGINES,
-    "rerank": ("auto", "onnxruntime", "openvino"),
-    "sparse": ("auto", "onnxruntime"),
-}
+DEFAULT_MODEL_TYPE = EMBED.model_type
 # Triton names a model by its folder: letters, digits, '_', '-' and '.',
 # not starting with '.', and short enough for a metric label.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # The Triton models each catalog name becomes (server/served_repository.py):
 # the text entry point is the name itself.
-TOKENS_SUFFIX = "_tokens"
 TOKENIZER_SUFFIX = ".tokenizer"
-# The stage that runs the exported model, by task.
-ENGINE_STAGE_SUFFIXES = {"embed": ".embedder", "rerank": ".scorer", "sparse": ".encoder"}
-# Shared by every model: the serializer of embeddings, and of sparse rows
-# where the catalog holds a sparse encoder.
-SERIALIZER = "serializer"
-SPARSE_SERIALIZER = "sparse_serializer"
-# The serializer a task's entry points end in; a reranker's scores need none.
-SERIALIZERS = {"embed": SERIALIZER, "sparse": SPARSE_SERIALIZER}
 # The packaged model's stages keep model_repository's names (the GPU
 # embedders and perf/ address them so).
 PACKAGED_STAGES = ("tokenizer", "embedder", "embedder_engine")
@@ -84,6 +63,10 @@ class CatalogModel:
     probe_note: str | None = None
 
     @property
+    def task_declaration(self) -> Task:
+        return TASKS[self.task]
+
+    @property
     def names(self) -> tuple[str, ...]:
         """Every name clients may call it by."""
         return (self.name, *self.aliases)
@@ -98,13 +81,13 @@ class CatalogModel:
         reranker's scorer or a sparse encoder's encoder."""
         if self.path is None:
             return PACKAGED_STAGES[1]
-        return self.name + ENGINE_STAGE_SUFFIXES[self.task]
+        return self.name + self.task_declaration.stage_suffix
 
     @property
     def entry_suffixes(self) -> tuple[str, ...]:
         """The entry points per name: texts in, and for a bi-encoder token
         ids in (NAME_tokens)."""
-        return ("", TOKENS_SUFFIX) if self.task == "embed" else ("",)
+        return tuple(self.task_declaration.entry_points)
 
     @property
     def own_stages(self) -> tuple[str, ...]:
@@ -115,7 +98,7 @@ class CatalogModel:
     @property
     def serializer(self) -> str | None:
         """The shared serializer its entry points end in, if any."""
-        return SERIALIZERS.get(self.task)
+        return self.task_declaration.serializer
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -202,7 +185,7 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
         return CatalogModel(name, None, tuple(aliases), str(engine), instances)
     if not isinstance(folder, str):
         return "'path' must be a string"
-    if engine in PACKAGED_ENGINES:
+    if engine in EMBED.packaged_engines:
         return f"the {engine} engine serves the packaged model only (an entry without 'path')"
     resolved = (base / folder).resolve()
     if not (resolved / "modules.json").is_file():
@@ -212,8 +195,9 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
         return kind
     if task is not None and task != kind.task:
         return f"'task' is {task!r}, but {resolved} holds a {kind.model_type}: {kind.task!r}"
-    served_by = [each for each in TASK_ENGINES[kind.task] if each != "auto"]
-    if engine not in TASK_ENGINES[kind.task]:
+    engines = TASKS[kind.task].engines
+    served_by = [each for each in engines if each != "auto"]
+    if engine not in engines:
         return (
             f"'engine' is {engine!r}, but a {kind.model_type} is served by "
             f"{' or '.join(served_by)} only, so far"
@@ -231,7 +215,7 @@ def folder_kind(folder: Path) -> FolderKind | str:
     """What the sentence-transformers folder holds, or the message that
     refuses it."""
     path = folder / MODEL_TYPE_FILE
-    model_type = "SentenceTransformer"
+    model_type = DEFAULT_MODEL_TYPE
     if path.is_file():
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
@@ -246,7 +230,7 @@ def folder_kind(folder: Path) -> FolderKind | str:
             f"{path}: model_type {model_type!r} is no model this server knows "
             f"(known: {', '.join(TASKS_BY_MODEL_TYPE)})"
         )
-    return FolderKind(model_type, task)
+    return FolderKind(task.model_type, task.name)
 
 
 def _name_clash(models: list[CatalogModel]) -> str | None:

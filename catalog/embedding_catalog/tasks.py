@@ -1,0 +1,143 @@
+"""What differs between the service's tasks, declared once per task: the sentence-transformers
+class a folder of it is saved from (and its export is checked against), the kind of model it
+is in messages, the stages that serve it and the engines that can run them, its entry points
+and the serializer they end in, where its export and its OpenVINO IR go. The catalog, the
+launcher (its served repository, its exports, its load probe and start lines), the export and
+the gateway read it here. Adding a task is adding a Task here and its genuinely new code: a
+head, a check, its stages' code (docs/adding_a_task.md). Standard library only."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+# The serializer that writes embeddings as raw bytes, and the same backend
+# writing sparse rows.
+SERIALIZER = "serializer"
+SPARSE_SERIALIZER = "sparse_serializer"
+# A bi-encoder's token-ids entry point: NAME_tokens.
+TOKENS_SUFFIX = "_tokens"
+# The engines every task's auto chooses among (export/engine_choice.py).
+CPU_ENGINES = ("onnxruntime", "openvino")
+# A version folder: where Triton finds a stage's code and export.
+VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    # config_sentence_transformers.json's model_type: the class the folder was saved from,
+    # which its export is checked against.
+    model_type: str
+    kind: str  # what a model of it is called in messages
+    # model_repository's folder of the stage that tokenizes.
+    tokenizer_stage: str
+    # model_repository's folder of the stage that runs the graph, by engine; one folder that
+    # several engines run has an `engine` parameter the launcher sets.
+    engine_stages: Mapping[str, str]
+    # The served name of its engine stage: the catalog name and this suffix.
+    stage_suffix: str
+    # Its entry points: the suffix after each catalog name, and the model_repository folder
+    # of the ensemble served under it.
+    entry_points: Mapping[str, str]
+    # The shared serializer its entry points end in, if any.
+    serializer: str | None
+    # The engine stage's parameter giving its threads (what the load probe compiles for).
+    threads_parameter: str
+    # Every version folder that reads the export's record, beyond its stages'.
+    more_records: tuple[str, ...] = ()
+    # Engines served for the packaged model only (built on the serving GPU).
+    packaged_engines: tuple[str, ...] = field(default=())
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """What a catalog entry of this task may name as its engine."""
+        return ("auto", *self.engine_stages)
+
+    def engine_stage(self, engine: str) -> str:
+        return self.engine_stages[engine]
+
+    def shares_engine_stage(self, engine: str) -> bool:
+        """Whether the engine's stage folder is another engine's too, so that its `engine`
+        parameter says which runs it."""
+        folder = self.engine_stages[engine]
+        return sum(each == folder for each in self.engine_stages.values()) > 1
+
+    @property
+    def onnx_version(self) -> str:
+        """Where the export writes model.onnx and its record."""
+        return f"{self.engine_stages['onnxruntime']}/{VERSION}"
+
+    @property
+    def openvino_version(self) -> str | None:
+        """Where the OpenVINO export writes the IR and its record; None: ONNX Runtime only."""
+        folder = self.engine_stages.get("openvino")
+        return None if folder is None else f"{folder}/{VERSION}"
+
+    @property
+    def tokenizer_version(self) -> str:
+        """Where the export writes the serving tokenizer.json."""
+        return f"{self.tokenizer_stage}/{VERSION}"
+
+    @property
+    def records(self) -> tuple[str, ...]:
+        """Every version folder the export writes its record into, so each deploys alone."""
+        return (self.onnx_version, *self.more_records, self.tokenizer_version)
+
+
+EMBED = Task(
+    name="embed",
+    model_type="SentenceTransformer",
+    kind="embedding model",
+    tokenizer_stage="shared/tokenizer",
+    engine_stages=MappingProxyType(
+        {
+            "onnxruntime": "onnx_cpu/embedder",
+            "openvino": "openvino_cpu/embedder",
+            "tensorrt": "tensorrt_gpu/embedder",
+        }
+    ),
+    stage_suffix=".embedder",
+    entry_points=MappingProxyType({"": "shared/embed", TOKENS_SUFFIX: "shared/embed_tokens"}),
+    serializer=SERIALIZER,
+    threads_parameter="threads",
+    # The PyTorch embedder of the GPU kit reads it too.
+    more_records=("torch_gpu/embedder/1",),
+    packaged_engines=("tensorrt",),
+)
+RERANK = Task(
+    name="rerank",
+    model_type="CrossEncoder",
+    kind="reranker",
+    tokenizer_stage="reranker/pair_tokenizer",
+    engine_stages=MappingProxyType(
+        {"onnxruntime": "reranker/scorer", "openvino": "reranker/scorer"}
+    ),
+    stage_suffix=".scorer",
+    entry_points=MappingProxyType({"": "reranker/rerank"}),
+    # Scores need no serializer.
+    serializer=None,
+    threads_parameter="intra_op_num_threads",
+)
+SPARSE = Task(
+    name="sparse",
+    model_type="SparseEncoder",
+    kind="sparse encoder",
+    # Its texts are tokenized as a bi-encoder's, by the same stage.
+    tokenizer_stage="shared/tokenizer",
+    engine_stages=MappingProxyType({"onnxruntime": "sparse/encoder"}),
+    stage_suffix=".encoder",
+    entry_points=MappingProxyType({"": "sparse/embed_sparse"}),
+    serializer=SPARSE_SERIALIZER,
+    threads_parameter="intra_op_num_threads",
+)
+
+TASKS: Mapping[str, Task] = MappingProxyType({task.name: task for task in (EMBED, RERANK, SPARSE)})
+TASKS_BY_MODEL_TYPE: Mapping[str, Task] = MappingProxyType(
+    {task.model_type: task for task in TASKS.values()}
+)
+# The serializers a catalog may need, each a model_repository folder's backend.
+SERIALIZER_FOLDERS = MappingProxyType(
+    {SERIALIZER: "shared/serializer", SPARSE_SERIALIZER: "sparse/serializer"}
+)
