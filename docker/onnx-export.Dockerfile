@@ -6,6 +6,10 @@ FROM python:3.11-slim-bookworm
 
 WORKDIR /workspace
 COPY requirements/export.txt requirements/export.txt
+# Installed editable by it: what the stages share (model_common/) and the
+# catalog's declaration of the tasks (catalog/), which the export reads.
+COPY model_common/ model_common/
+COPY catalog/ catalog/
 RUN pip install --no-cache-dir --disable-pip-version-check -r requirements/export.txt
 # The whole folder: export_onnx.py's steps are modules beside it, one per
 # task's head and check, and a list of them here drifts as tasks are added.

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
+from embed_folder import SENTENCE_EMBEDDING, PoolingMode
 from model_families import takes_token_type_ids
-from model_folder import SENTENCE_EMBEDDING, PoolingMode
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -64,9 +64,11 @@ values within 1e-4. On success it writes, each file atomically:
     export.json ("task": "sparse", pooling strategy, vocabulary size, prompts, max_active_dims,
     check results) into both folders.
 
-This file is the command line and the order of the steps; each step is a module beside it:
-model_folder.py, rerank_folder.py and sparse_folder.py (the folder read into a ModelSpec, a
-RerankSpec or a SparseSpec; model_families.py, what differs per family), st_model.py and
+This file is the command line and the order of the steps, the same for every task; what differs
+per task is its declaration (task_export.py's TaskExport: embed_export.py, rerank_export.py,
+sparse_export.py), keyed by the catalog's task (embedding_catalog.tasks), and each step is a
+module beside it: model_folder.py, embed_folder.py, rerank_folder.py and sparse_folder.py (the
+folder read into its task's spec; model_families.py, what differs per family), st_model.py and
 served_tokenizer.py (the model and the tokenizer as loaded), embedding_head.py, rerank_head.py
 and sparse_head.py (the graphs), onnx_graph.py (trace, fuse, quantize), reference_check.py,
 score_check.py and sparse_check.py (the checks) and publish.py.
@@ -76,36 +78,24 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
-from embedding_head import EmbeddingGraph, head_modules
-from model_folder import default_model_dir, read_model_spec, read_task
-from onnx_graph import build_graph, check_onnx_file, example_inputs, example_pair_inputs
+from embed_export import EMBED_EXPORT
+from model_folder import default_model_dir, read_task
+from onnx_graph import build_graph, example_inputs
 from optimize_graph import GRAPH_KINDS, GraphKind
-from publish import (
-    RERANK_LAYOUT,
-    SPARSE_LAYOUT,
-    export_record,
-    publish,
-    rerank_record,
-    sparse_record,
-)
-from reference_check import MIN_COSINE, build_check_set, self_check
-from rerank_folder import read_rerank_spec
-from rerank_head import RerankGraph
-from score_check import build_pair_check_set, score_check
-from served_tokenizer import load_tokenizer
-from sparse_check import build_sparse_check_set, sparse_check
-from sparse_folder import read_sparse_spec
-from sparse_head import SparseGraph
-from st_model import (
-    hf_encoder,
-    load_checked_cross_encoder,
-    load_checked_model,
-    load_checked_sparse_encoder,
-)
+from publish import publish
+from rerank_export import RERANK_EXPORT
+from sparse_export import SPARSE_EXPORT
+from task_export import Exported, TaskExport
 
+# Each catalog task's declaration of its export.
+TASK_EXPORTS: Mapping[str, TaskExport[Any, Any, Any, Any, Any]] = MappingProxyType(
+    {export.task.name: export for export in (EMBED_EXPORT, RERANK_EXPORT, SPARSE_EXPORT)}
+)
 DEFAULT_OPSET = 17
 # Plain stays the default: the fused graph served no faster (perf/results/debian12-2core/
 # report.md, "A faster model"), and its com.microsoft operators would not parse in TensorRT,
@@ -155,111 +145,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Exports, checks and publishes the model, as the task its folder holds."""
     args = parse_args(argv)
     model_dir = (args.model_dir or default_model_dir()).resolve()
-    task = read_task(model_dir)
-    if task == "rerank":
-        export_reranker(model_dir, args)
-    elif task == "sparse":
-        export_sparse_encoder(model_dir, args)
-    else:
-        export_embedder(model_dir, args)
+    export_task(TASK_EXPORTS[read_task(model_dir).name], model_dir, args)
 
 
-def export_embedder(model_dir: Path, args: argparse.Namespace) -> None:
-    """The bi-encoder: exports, checks and publishes its embedding graph."""
-    spec = read_model_spec(model_dir)
-    model = load_checked_model(spec)
-    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
+def export_task(
+    export: TaskExport[Any, Any, Any, Any, Any], model_dir: Path, args: argparse.Namespace
+) -> None:
+    """Exports the task's graph, checks it against the model and publishes it."""
+    task = export.task
+    if args.graph not in export.graph_kinds:
+        raise SystemExit(
+            f"{model_dir}: --graph {args.graph} is for bi-encoders; a {task.kind} "
+            f"({task.model_type}) exports the {' or '.join(export.graph_kinds)} graph only"
+        )
+    loaded = export.load(model_dir)
+    graph = export.graph(loaded.spec, loaded.model)
     # Before the export: a tokenizer that differs from the model's own refuses it at once.
-    check = build_check_set(spec, model, tokenizer)
-    graph = EmbeddingGraph(hf_encoder(model), spec.pooling, head_modules(model))
+    check = export.check_set(loaded, graph)
     with tempfile.TemporaryDirectory(prefix="export_onnx_") as workdir:
         onnx_path, build = build_graph(
             graph,
-            example_inputs(tokenizer),
+            example_inputs(loaded.tokenizer, export.examples, graph.input_names),
             Path(workdir),
             args.opset,
             args.graph,
-            spec.transformer_dir,
+            loaded.spec.transformer_dir,
         )
-        check_onnx_file(onnx_path)
-        result = self_check(onnx_path, model, check, spec, MIN_COSINE[build.kind])
-        record = export_record(spec, result, args.opset, build)
-        model_path = publish(args.repository.resolve(), onnx_path, tokenizer, record)
-    print(
-        f"exported {spec.model_type} graph={build.kind} fusions={build.fusions or 'none'} "
-        f"pooling={spec.pooling} modules={'+'.join(spec.modules)} dims={result.embedding_dim} "
-        f"max_seq_length={spec.max_seq_length} prompts={sorted(spec.prompts) or 'none'} "
-        f"min_cosine={result.min_cosine:.7f} -> {model_path}"
-    )
-
-
-def export_reranker(model_dir: Path, args: argparse.Namespace) -> None:
-    """The reranker: exports, checks and publishes its scoring graph."""
-    if args.graph != "plain":
-        raise SystemExit(
-            f"{model_dir}: --graph {args.graph} is for bi-encoders; a reranker (CrossEncoder) "
-            "exports the plain graph only"
-        )
-    spec = read_rerank_spec(model_dir)
-    model = load_checked_cross_encoder(spec)
-    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
-    graph = RerankGraph(hf_encoder(model), spec.activation)
-    # Before the export: a pair tokenizer that differs from CrossEncoder's refuses it at once.
-    check = build_pair_check_set(spec, model, tokenizer, graph.takes_token_types)
-    with tempfile.TemporaryDirectory(prefix="export_onnx_") as workdir:
-        onnx_path, _ = build_graph(
-            graph,
-            example_pair_inputs(tokenizer, graph.input_names),
-            Path(workdir),
-            args.opset,
-            "plain",
-            spec.transformer_dir,
-        )
-        result = score_check(onnx_path, check)
-        record = rerank_record(spec, graph.input_names, result, args.opset)
-        model_path = publish(args.repository.resolve(), onnx_path, tokenizer, record, RERANK_LAYOUT)
-    print(
-        f"exported task=rerank {spec.model_type} ({spec.architecture}) graph=plain "
-        f"inputs={'+'.join(graph.input_names)} max_seq_length={spec.max_seq_length} "
-        f"activation={spec.activation} prompts={sorted(spec.prompts) or 'none'} "
-        f"max_score_difference={result.max_difference:.2e} "
-        f"over {result.num_pairs} pairs -> {model_path}"
-    )
-
-
-def export_sparse_encoder(model_dir: Path, args: argparse.Namespace) -> None:
-    """The sparse encoder: exports, checks and publishes its activations graph."""
-    if args.graph != "plain":
-        raise SystemExit(
-            f"{model_dir}: --graph {args.graph} is for bi-encoders; a sparse encoder "
-            "(SparseEncoder) exports the plain graph only"
-        )
-    spec = read_sparse_spec(model_dir)
-    model = load_checked_sparse_encoder(spec)
-    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
-    # Before the export: a tokenizer that differs from SparseEncoder's refuses it at once.
-    check = build_sparse_check_set(spec, model, tokenizer)
-    graph = SparseGraph(hf_encoder(model), spec.pooling_strategy)
-    with tempfile.TemporaryDirectory(prefix="export_onnx_") as workdir:
-        onnx_path, _ = build_graph(
-            graph,
-            example_inputs(tokenizer),
-            Path(workdir),
-            args.opset,
-            "plain",
-            spec.transformer_dir,
-        )
-        result = sparse_check(onnx_path, check)
-        record = sparse_record(spec, result, args.opset)
-        model_path = publish(args.repository.resolve(), onnx_path, tokenizer, record, SPARSE_LAYOUT)
-    print(
-        f"exported task=sparse {spec.model_type} ({spec.architecture}) graph=plain "
-        f"pooling={spec.pooling_strategy} activation={spec.activation_function} "
-        f"vocab_size={spec.vocab_size} max_seq_length={spec.max_seq_length} "
-        f"prompts={sorted(spec.prompts) or 'none'} max_active_dims={spec.max_active_dims} "
-        f"max_value_difference={result.max_difference:.2e} over {result.num_texts} texts "
-        f"-> {model_path}"
-    )
+        result = export.check(onnx_path, loaded, check, build.kind)
+        exported = Exported(task, loaded.spec, graph, result, build, args.opset)
+        record = export.record(exported)
+        model_path = publish(args.repository.resolve(), onnx_path, loaded.tokenizer, record, task)
+    print(f"{export.line(exported)} -> {model_path}")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,34 @@
-"""Tracing the graph module (a bi-encoder's, a reranker's or a sparse encoder's head) to one ONNX
-file, then fusing and quantizing it as --graph asks (export/optimize_graph.py)."""
+"""Tracing a task's graph module (a bi-encoder's, a reranker's or a sparse encoder's head) to one
+ONNX file, then fusing and quantizing it as --graph asks (export/optimize_graph.py), and checking
+the file written."""
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import onnx
 import torch
-from embedding_head import EmbeddingGraph
 from optimize_graph import GraphKind, attention_shape, fuse, quantize_int8
-from rerank_head import RerankGraph
-from served_tokenizer import pad_batch, pad_inputs
-from sparse_head import SparseGraph
+from served_tokenizer import pad_inputs
 from tokenizers import Tokenizer
 
-Graph = EmbeddingGraph | RerankGraph | SparseGraph
+# Texts a graph of single texts is traced on.
+TEXT_EXAMPLES = ("An example.", "A somewhat longer example sentence for tracing.")
+
+
+class Graph(Protocol):
+    """What every task's graph module is: a torch module with its ONNX inputs and outputs named,
+    holding the transformers model as `encoder`."""
+
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    encoder: torch.nn.Module
+
+    def eval(self) -> torch.nn.Module: ...
 
 
 @dataclass(frozen=True)
@@ -28,22 +40,12 @@ class GraphBuild:
     quantization: dict[str, str | bool] | None
 
 
-def example_inputs(tokenizer: Tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
-    """Builds tracing inputs of batch 2 with one padded row."""
-    # A padded row keeps the attention-mask path in the trace; an all-ones mask may let
-    # the encoder skip it.
-    encodings = tokenizer.encode_batch(
-        ["An example.", "A somewhat longer example sentence for tracing."]
-    )
-    input_ids, attention_mask = pad_batch(encodings)
-    return torch.from_numpy(input_ids), torch.from_numpy(attention_mask)
-
-
-def example_pair_inputs(tokenizer: Tokenizer, names: tuple[str, ...]) -> tuple[torch.Tensor, ...]:
-    """Builds a reranker's tracing inputs, in the order of names: two pairs, one padded."""
-    encodings = tokenizer.encode_batch(
-        [("A query", "An example."), ("A query", "A somewhat longer example document for tracing.")]
-    )
+def example_inputs(
+    tokenizer: Tokenizer, examples: Sequence[str | tuple[str, str]], names: Sequence[str]
+) -> tuple[torch.Tensor, ...]:
+    """The tracing inputs, in the order of names: the examples tokenized as served, padded as
+    the server pads."""
+    encodings = tokenizer.encode_batch(list(examples))
     return tuple(torch.from_numpy(array) for array in pad_inputs(encodings, names).values())
 
 
@@ -78,8 +80,8 @@ def build_graph(
     kind: GraphKind,
     model_dir: Path,
 ) -> tuple[Path, GraphBuild]:
-    """Exports the graph, then fuses and quantizes it as `kind` asks; returns the file to check.
-    model_dir is the Transformer module's folder (its config.json)."""
+    """Exports the graph, then fuses and quantizes it as `kind` asks; returns the file written,
+    checked (check_onnx_file). model_dir is the Transformer module's folder (its config.json)."""
     if kind != "plain":
         # ONNX Runtime's attention fusion recognizes the eager attention pattern only.
         graph.encoder.set_attn_implementation("eager")
@@ -91,9 +93,11 @@ def build_graph(
     fused_path = workdir / "fused.onnx"
     fusions = fuse(plain_path, fused_path, attention_shape(model_dir))
     if kind == "fused":
+        check_onnx_file(fused_path)
         return fused_path, GraphBuild("fused", fusions, None)
     int8_path = workdir / "int8.onnx"
     quantization = quantize_int8(fused_path, int8_path)
+    check_onnx_file(int8_path)
     return int8_path, GraphBuild("int8", fusions, quantization)
 
 

@@ -1,8 +1,9 @@
-"""What every OpenVINO export shares (export_openvino.py for a bi-encoder, rerank_openvino.py
-for a reranker): converting the ONNX graph to IR, checking each setting
-(model_common.openvino_setting) in a process of its own as the task's check asks, timing the
-one served against ONNX Runtime, publishing the IR, and the record of those choices. A task
-declares what differs (IrCheck); the order of the steps is here."""
+"""What every OpenVINO export shares (export_openvino.py; a task's check is its own:
+embed_openvino.py for a bi-encoder, rerank_openvino.py for a reranker): converting the ONNX
+graph to IR, checking each setting (model_common.openvino_setting) in a process of its own as
+the task's check asks, timing the one served against ONNX Runtime, publishing the IR, and the
+record of those choices. A task declares what differs (IrCheck); the order of the steps is
+here."""
 
 from __future__ import annotations
 
@@ -31,13 +32,17 @@ Feeds = dict[str, np.ndarray]
 class IrCheck:
     """What a task's IR export measures: a setting's measure from its graph (a bi-encoder's min
     cosine, a reranker's max score difference), whether it keeps its precision's bar, the line
-    that reports it, and the batches timed (their rows are the first input's rows)."""
+    that reports it, the batches timed (their rows are the first input's rows), and how the
+    record names the measures and the bars."""
 
     measure: Callable[[IsolatedGraph], float]
     keeps: Callable[[str, float], bool]
     report: Callable[[Setting, float], str]
     timing: Mapping[str, Feeds]
     unit: str  # what a row is: "texts", "pairs"
+    measure_name: str  # the record's key of each setting's measure: "min_cosine"
+    bars: Mapping[str, object]  # the record's bars: {"min_cosine_required": 0.9999}
+    title: str  # what the line printed at the end calls the export
 
 
 @dataclass(frozen=True)
@@ -167,14 +172,16 @@ def export_ir(onnx_path: Path, target: Path, check: IrCheck) -> IrExport:
     return IrExport(choice, choice.served, speeds, faster_engine(speeds))
 
 
-def ir_record(export: IrExport, unit: str) -> dict[str, object]:
-    """What every OpenVINO export records of its choices, beside the task's own measures."""
+def ir_record(export: IrExport, check: IrCheck) -> dict[str, object]:
+    """What an OpenVINO export records of its choices, and the task's own measures."""
     return {
         **export.served.record(),
         "failed": export.choice.failed,
         "processor_capabilities": capabilities(),
         "processor_class": this_processor().cls,
         "version": ov.get_version(),
-        f"{unit}_per_s_per_thread": export.speeds,
+        f"{check.unit}_per_s_per_thread": export.speeds,
         "faster_engine": export.faster,
+        **check.bars,
+        check.measure_name: export.choice.measured,
     }

@@ -14,23 +14,24 @@ default with `--model-repository model_repository/shared --model-repository
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import nncf
-from export_openvino import embedding_run, min_cosine
+from embed_folder import read_embed_spec
+from embed_openvino import embedding_run, min_cosine
+from embedding_catalog.tasks import EMBED, VERSION
 from isolated_graph import EngineFailed
 from model_common.openvino_runtime import ov
 from model_common.openvino_setting import Setting, exported_setting
-from model_folder import default_model_dir, read_json, read_model_spec
+from model_folder import default_model_dir, read_json
 from openvino_ir import Feeds, open_setting
-from publish import write_atomically
+from publish import write_record
 from reference_check import CHECK_TEXTS, l2_normalize
 from served_tokenizer import load_tokenizer, pad_batch
-from st_model import load_sentence_transformer
+from st_model import load_model
 from tokenizers import Tokenizer
 
 MIN_COSINE = 0.99
@@ -73,7 +74,7 @@ def checked_cosine(
 ) -> tuple[float, list[tuple[str, float]]]:
     """The quantized IR's min cosine to sentence-transformers on CHECK_TEXTS, and the texts
     below MIN_COSINE."""
-    model = load_sentence_transformer(model_dir)
+    model = load_model(model_dir, EMBED.model_type)
     reference = l2_normalize(model.encode(list(CHECK_TEXTS), convert_to_numpy=True))
     try:
         with open_setting(model_xml, setting) as graph:
@@ -84,21 +85,21 @@ def checked_cosine(
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    source = args.source.resolve() / "openvino_cpu" / "embedder"
-    record: dict[str, Any] = read_json(source / "1" / "export.json")
+    source = args.source.resolve() / EMBED.engine_stage("openvino")
+    record: dict[str, Any] = read_json(source / VERSION / "export.json")
     setting = exported_setting(record["openvino"])
     model_dir = (args.model_dir or default_model_dir()).resolve()
-    tokenizer = load_tokenizer(model_dir, read_model_spec(model_dir).max_seq_length)
+    tokenizer = load_tokenizer(model_dir, read_embed_spec(model_dir).max_seq_length)
     batches = calibration_batches(args.calibration_texts, tokenizer)
     quantized = nncf.quantize(
-        ov.Core().read_model(str(source / "1" / "model.xml")),
+        ov.Core().read_model(str(source / VERSION / "model.xml")),
         nncf.Dataset(batches),
         model_type=nncf.ModelType.TRANSFORMER,
         subset_size=len(batches),
     )
-    target = args.target.resolve() / "openvino_cpu" / "embedder"
-    (target / "1").mkdir(parents=True, exist_ok=True)
-    model_xml = target / "1" / "model.xml"
+    target = args.target.resolve() / EMBED.engine_stage("openvino")
+    (target / VERSION).mkdir(parents=True, exist_ok=True)
+    model_xml = target / VERSION / "model.xml"
     ov.save_model(quantized, str(model_xml), compress_to_fp16=False)
     lowest, failing = checked_cosine(model_xml, setting, tokenizer, model_dir)
     print(
@@ -119,10 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "min_cosine": lowest,
     }
     quantized_record = {**record, "openvino": {**record["openvino"], "quantization": quantization}}
-    write_atomically(
-        target / "1" / "export.json",
-        lambda temp: temp.write_text(json.dumps(quantized_record, indent=2) + "\n"),
-    )
+    write_record(target / VERSION / "export.json", quantized_record)
     shutil.copyfile(source / "config.pbtxt", target / "config.pbtxt")
     print(f"wrote the int8 embedder -> {target}")
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+from embed_folder import EmbedSpec
 from embedding_head import OUTPUT_NAMES
 from engine_choice import MIN_COSINE as FLOAT32_MIN_COSINE
 from isolated_graph import IsolatedGraph, onnx_runtime_check
-from model_folder import ModelSpec
+from model_folder import FolderSpec
 from optimize_graph import GraphKind
 from served_tokenizer import IntArray, pad_batch
-from sparse_folder import SparseSpec
 from tokenizers import Encoding, Tokenizer
 
 if TYPE_CHECKING:
@@ -87,6 +87,14 @@ class CheckResult:
     num_texts: int
     cosines: dict[str, float]  # per check text (its first 40 characters), the lowest of the runs
 
+    def record(self) -> dict[str, object]:
+        """What the bi-encoder's export.json says of the check (its bar is the graph kind's)."""
+        return {
+            "min_cosine": self.min_cosine,
+            "num_check_texts": self.num_texts,
+            "check_cosines": self.cosines,
+        }
+
 
 def run_onnx(
     graph: IsolatedGraph, input_ids: IntArray, attention_mask: IntArray
@@ -108,7 +116,7 @@ def row_cosines(left: FloatArray, right: FloatArray) -> FloatArray:
     return np.sum(l2_normalize(left) * l2_normalize(right), axis=1)
 
 
-def check_cases(spec: ModelSpec | SparseSpec) -> tuple[CheckCase, ...]:
+def check_cases(spec: FolderSpec) -> tuple[CheckCase, ...]:
     """CHECK_TEXTS without a prompt, then PROMPTED_CHECK_TEXTS after each non-empty prompt (an
     empty one is the unprompted text)."""
     cases = [CheckCase(text[:40], None, text) for text in CHECK_TEXTS]
@@ -120,7 +128,7 @@ def check_cases(spec: ModelSpec | SparseSpec) -> tuple[CheckCase, ...]:
     return tuple(cases)
 
 
-def served_text(spec: ModelSpec | SparseSpec, case: CheckCase) -> str:
+def served_text(spec: FolderSpec, case: CheckCase) -> str:
     """The text as the tokenizer stage tokenizes it: the prompt, then the text."""
     return (spec.prompts[case.prompt_name] if case.prompt_name else "") + case.text
 
@@ -161,7 +169,7 @@ def sentence_transformers_ids(
 
 
 def check_token_ids(
-    spec: ModelSpec | SparseSpec,
+    spec: FolderSpec,
     model: SentenceTransformer | SparseEncoder,
     cases: Sequence[CheckCase],
     ours: Sequence[Encoding],
@@ -184,7 +192,7 @@ def check_token_ids(
     print(f"tokenizer check: the same ids as sentence-transformers for {len(cases)} texts")
 
 
-def build_check_set(spec: ModelSpec, model: SentenceTransformer, tokenizer: Tokenizer) -> CheckSet:
+def build_check_set(spec: EmbedSpec, model: SentenceTransformer, tokenizer: Tokenizer) -> CheckSet:
     """Tokenizes the check texts as served, checks the ids against sentence-transformers', and
     encodes them with sentence-transformers, each prompt's texts with that prompt_name."""
     cases = check_cases(spec)
@@ -214,7 +222,7 @@ def graph_cosines(run: Callable[[IntArray, IntArray], FloatArray], check: CheckS
 
 
 def check_norm(
-    spec: ModelSpec, model: SentenceTransformer, graph: IsolatedGraph, check: CheckSet
+    spec: EmbedSpec, model: SentenceTransformer, graph: IsolatedGraph, check: CheckSet
 ) -> None:
     """Checks embedding * norm against the un-normalized sentence-transformers output of the
     unprompted check texts."""
@@ -238,7 +246,7 @@ def self_check(
     onnx_path: Path,
     model: SentenceTransformer,
     check: CheckSet,
-    spec: ModelSpec,
+    spec: EmbedSpec,
     min_cosine_required: float,
 ) -> CheckResult:
     """Compares the ONNX graph, batched and one text at a time, with SentenceTransformer.encode."""
@@ -253,7 +261,7 @@ def checked_graph(
     graph: IsolatedGraph,
     model: SentenceTransformer,
     check: CheckSet,
-    spec: ModelSpec,
+    spec: EmbedSpec,
     min_cosine_required: float,
 ) -> CheckResult:
     cosines = graph_cosines(lambda ids, mask: run_onnx(graph, ids, mask)[0], check)

@@ -11,15 +11,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from model_families import RERANK_MODEL_TYPES
-from model_folder import (
-    ST_CONFIG,
-    module_class_name,
-    read_json,
-    read_max_seq_length,
-    read_model_type,
-    read_prompts,
-    read_transformer_config,
-)
+from model_folder import ST_CONFIG, FolderSpec, module_class_name, read_folder_spec, read_json
 
 Activation = Literal["sigmoid", "identity"]
 # config_sentence_transformers.json's activation_fn (the class path CrossEncoder.save writes) ->
@@ -36,24 +28,14 @@ SEQUENCE_CLASSIFICATION = "sequence-classification"
 
 
 @dataclass(frozen=True)
-class RerankSpec:
-    """What the reranker's export needs to know about the CrossEncoder folder."""
+class RerankSpec(FolderSpec):
+    """What the reranker's export needs to know beyond what every folder has (its prompts go
+    before the query, as CrossEncoder.predict(prompt_name=...) puts them)."""
 
-    model_dir: Path
-    transformer_dir: Path  # the Transformer module's folder: config.json, tokenizer.json
-    model_type: str  # config.json's
-    architecture: str  # the transformers class CrossEncoder loads (RERANK_MODEL_TYPES)
-    modules: tuple[str, ...]  # modules.json's class names
-    max_seq_length: int
-    vocab_size: int
     type_vocab_size: int
     num_labels: int
     activation: Activation
     activation_fn: str  # the class path the activation was read as
-    # config_sentence_transformers.json's: name -> text put before the query, as
-    # CrossEncoder.predict(prompt_name=...) puts it.
-    prompts: dict[str, str]
-    default_prompt_name: str | None
 
 
 def read_rerank_modules(model_dir: Path) -> list[dict[str, Any]]:
@@ -100,26 +82,14 @@ def read_rerank_spec(model_dir: Path) -> RerankSpec:
     """Collects architecture, labels, max length, activation and prompts from the CrossEncoder
     folder's configs, refusing what the export cannot serve."""
     modules = read_rerank_modules(model_dir)
-    transformer_dir = model_dir / str(modules[0].get("path", ""))
-    model_type = read_model_type(transformer_dir, RERANK_MODEL_TYPES)
-    config_path = transformer_dir / "config.json"
+    folder = read_folder_spec(model_dir, modules, RERANK_MODEL_TYPES, SEQUENCE_CLASSIFICATION)
+    config_path = folder.transformer_dir / "config.json"
     config = read_json(config_path)
-    num_labels = read_num_labels(config_path, config)
     activation_fn = read_activation(model_dir)
-    prompts, default_prompt_name = read_prompts(model_dir)
-    st_config = read_transformer_config(transformer_dir, SEQUENCE_CLASSIFICATION)
     return RerankSpec(
-        model_dir=model_dir,
-        transformer_dir=transformer_dir,
-        model_type=model_type,
-        architecture=RERANK_MODEL_TYPES[model_type],
-        modules=("Transformer",),
-        max_seq_length=read_max_seq_length(transformer_dir, st_config),
-        vocab_size=int(config["vocab_size"]),
+        **folder.shared(),
         type_vocab_size=int(config.get("type_vocab_size", 1)),
-        num_labels=num_labels,
+        num_labels=read_num_labels(config_path, config),
         activation=ACTIVATIONS[activation_fn],
         activation_fn=activation_fn,
-        prompts=prompts,
-        default_prompt_name=default_prompt_name,
     )

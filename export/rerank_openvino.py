@@ -1,12 +1,13 @@
-"""export_openvino.py for a reranker: the scorer's ONNX graph (reranker/scorer/1/model.onnx)
-converted to OpenVINO IR, checked in each setting against CrossEncoder.predict on the score
-check's pairs (score_check.py: unprompted and after each prompt, batched and one at a time), the
-first precision within its bound served (bfloat16 first, where the processor runs it; a setting
-whose engine dies is refused and the next tried, as openvino_ir.py does for every task); then
-ONNX Runtime float32 and OpenVINO in that setting are timed on the same pairs, per thread, and
-the faster is recorded (engine_choice.faster_engine), as for a bi-encoder. Writes model.xml and
-model.bin beside model.onnx and adds "openvino" to the scorer's export.json; the scorer stage
-runs the IR when the launcher serves the reranker on OpenVINO.
+"""The reranker's OpenVINO IR check (openvino_ir.IrCheck, which export_openvino.py runs): the
+scorer's ONNX graph (reranker/scorer/1/model.onnx) converted to OpenVINO IR, checked in each
+setting against CrossEncoder.predict on the score check's pairs (score_check.py: unprompted and
+after each prompt, batched and one at a time), the first precision within its bound served
+(bfloat16 first, where the processor runs it; a setting whose engine dies is refused and the
+next tried, as openvino_ir.py does for every task); then ONNX Runtime float32 and OpenVINO in
+that setting are timed on the same pairs, per thread, and the faster is recorded
+(engine_choice.faster_engine), as for a bi-encoder. Its IR goes beside model.onnx (the catalog's
+RERANK.openvino_version), and "openvino" into the scorer's export.json; the scorer stage runs
+the IR when the launcher serves the reranker on OpenVINO.
 
 The bounds: float32 keeps the ONNX graph's MAX_SCORE_DIFFERENCE. bfloat16 keeps
 SPREAD_FRACTION of the spread of the check pairs' reference scores: no score moves by more than
@@ -15,28 +16,28 @@ SPREAD_FRACTION of the spread of the check pairs' reference scores: no score mov
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from isolated_graph import IsolatedGraph
 from model_common.openvino_setting import Setting
-from model_folder import read_json
-from openvino_ir import Feeds, IrCheck, export_ir, ir_record
-from publish import RERANK_LAYOUT, write_atomically
+from openvino_ir import Feeds, IrCheck
 from reference_check import LONG_TEXT, FloatArray
-from rerank_folder import read_rerank_spec
+from rerank_folder import RerankSpec
 from score_check import (
     CHECK_DOCUMENTS,
     CHECK_QUERIES,
     MAX_SCORE_DIFFERENCE,
-    PairCheckSet,
     build_pair_check_set,
     score_differences,
 )
-from served_tokenizer import IntArray, load_tokenizer, pad_inputs
-from st_model import load_checked_cross_encoder
+from served_tokenizer import IntArray, pad_inputs
+from task_export import Loaded
+from tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    from sentence_transformers import CrossEncoder
 
 SPREAD_FRACTION = 0.01
 
@@ -50,7 +51,7 @@ def score_bounds(reference: FloatArray) -> dict[str, float]:
     }
 
 
-def timing_pairs(tokenizer: Any, names: list[str]) -> dict[str, Feeds]:
+def timing_pairs(tokenizer: Tokenizer, names: list[str]) -> dict[str, Feeds]:
     """Eight pairs of a query and a short document, and eight of a query and a document cut
     at the max length."""
     short = [(query, document) for query in CHECK_QUERIES[:4] for document in CHECK_DOCUMENTS[:2]]
@@ -62,10 +63,15 @@ def timing_pairs(tokenizer: Any, names: list[str]) -> dict[str, Feeds]:
 
 
 def scorer_check(
-    check: PairCheckSet, names: list[str], bounds: dict[str, float], timing: dict[str, Feeds]
+    loaded: Loaded[RerankSpec, CrossEncoder], onnx_record: Mapping[str, Any]
 ) -> IrCheck:
-    """The reranker's: the max score difference to CrossEncoder.predict, within each
-    precision's bound."""
+    """The reranker's: the max score difference to CrossEncoder.predict on the score check's
+    pairs, fed the inputs the ONNX graph takes, within each precision's bound."""
+    names = [str(name) for name in onnx_record["inputs"]]
+    check = build_pair_check_set(
+        loaded.spec, loaded.model, loaded.tokenizer, "token_type_ids" in names
+    )
+    bounds = score_bounds(check.reference)
 
     def measure(graph: IsolatedGraph) -> float:
         def run(feeds: dict[str, IntArray]) -> FloatArray:
@@ -85,31 +91,13 @@ def scorer_check(
             f"CrossEncoder.predict over {len(check.pairs)} pairs, bound {bound:.2e}: {verdict}"
         )
 
-    return IrCheck(measure, keeps, report, timing, "pairs")
-
-
-def export_reranker_ir(repository: Path, model_dir: Path | None) -> None:
-    """Converts, checks, times and publishes the reranker's IR in `repository`."""
-    scorer = repository / RERANK_LAYOUT.model
-    record: dict[str, Any] = read_json(scorer / "export.json")
-    spec = read_rerank_spec((model_dir or Path(record["model_dir"])).resolve())
-    model = load_checked_cross_encoder(spec)
-    tokenizer = load_tokenizer(spec.transformer_dir, spec.max_seq_length)
-    names = [str(name) for name in record["inputs"]]
-    check = build_pair_check_set(spec, model, tokenizer, "token_type_ids" in names)
-    bounds = score_bounds(check.reference)
-    ir_check = scorer_check(check, names, bounds, timing_pairs(tokenizer, names))
-    export = export_ir(scorer / "model.onnx", scorer, ir_check)
-    record["openvino"] = {
-        **ir_record(export, "pairs"),
-        "max_score_difference_allowed": bounds,
-        "max_score_difference": export.choice.measured,
-    }
-    write_atomically(
-        scorer / "export.json",
-        lambda temp: temp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8"),
-    )
-    print(
-        f"exported OpenVINO IR of the reranker, setting {export.served.label} "
-        f"({export.choice.summary()}), faster engine: {export.faster} -> {scorer}"
+    return IrCheck(
+        measure,
+        keeps,
+        report,
+        timing_pairs(loaded.tokenizer, names),
+        unit="pairs",
+        measure_name="max_score_difference",
+        bars={"max_score_difference_allowed": bounds},
+        title="OpenVINO IR of the reranker",
     )

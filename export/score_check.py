@@ -63,6 +63,18 @@ class ScoreCheckResult:
     num_pairs: int
     differences: dict[str, float]  # per pair label, the largest over the graph's runs
 
+    def record(self) -> dict[str, object]:
+        """What the reranker's export.json says of the check, with its bound."""
+        return {
+            "max_score_difference_allowed": MAX_SCORE_DIFFERENCE,
+            "max_score_difference": self.max_difference,
+            "num_check_pairs": self.num_pairs,
+            "check_score_differences": self.differences,
+        }
+
+    def summary(self) -> str:
+        return f"max_score_difference={self.max_difference:.2e} over {self.num_pairs} pairs"
+
 
 def pair_label(index: int, pair: Pair) -> str:
     """A check pair's key in the record: its index and the first characters of each side."""

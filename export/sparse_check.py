@@ -58,6 +58,18 @@ class SparseCheckResult:
     # active on one side only (all below the floor) and the largest value difference.
     texts: dict[str, dict[str, int | float]]
 
+    def record(self) -> dict[str, object]:
+        """What the sparse encoder's export.json says of the check, with its bound."""
+        return {
+            "max_value_difference_allowed": MAX_VALUE_DIFFERENCE,
+            "max_value_difference": self.max_difference,
+            "num_check_texts": self.num_texts,
+            "check_results": self.texts,
+        }
+
+    def summary(self) -> str:
+        return f"max_value_difference={self.max_difference:.2e} over {self.num_texts} texts"
+
 
 def encode_reference(model: SparseEncoder, texts: list[str], prompt_name: str | None) -> FloatArray:
     """SparseEncoder.encode's rows, densified, with the named prompt or with none at all:

@@ -13,13 +13,12 @@ from typing import Any, Literal
 
 from model_families import SPARSE_MODEL_TYPES
 from model_folder import (
+    FEATURE_EXTRACTION,
     ST_CONFIG,
+    FolderSpec,
     module_class_name,
+    read_folder_spec,
     read_json,
-    read_max_seq_length,
-    read_model_type,
-    read_prompts,
-    read_transformer_config,
 )
 
 PoolingStrategy = Literal["max", "sum"]
@@ -27,7 +26,6 @@ POOLING_STRATEGIES: tuple[PoolingStrategy, ...] = ("max", "sum")
 # log(1 + relu(logit)), as every SPLADE model but OpenSearch's log1p_relu (a second log1p).
 ACTIVATION = "relu"
 FILL_MASK = "fill-mask"
-FEATURES = "feature-extraction"  # a Transformer's task where its config names none
 # modules.json's first module: the legacy MLMTransformer, or the Transformer that replaced it
 # (sentence-transformers 5.4+), which must then say it runs fill-mask.
 MLM_MODULES = frozenset({"MLMTransformer", "Transformer"})
@@ -48,20 +46,12 @@ DEFAULT_POOLING = MappingProxyType({"pooling_strategy": "max", "activation_funct
 
 
 @dataclass(frozen=True)
-class SparseSpec:
-    """What the sparse encoder's export needs to know about the SparseEncoder folder."""
+class SparseSpec(FolderSpec):
+    """What the sparse encoder's export needs to know beyond what every folder has (its
+    vocab_size is also the activations' width, word_embedding_dimension)."""
 
-    model_dir: Path
-    transformer_dir: Path  # the MLM's folder: config.json, tokenizer.json
-    model_type: str  # config.json's
-    architecture: str  # the transformers class the MLMTransformer loads (SPARSE_MODEL_TYPES)
-    modules: tuple[str, ...]  # modules.json's class names
     pooling_strategy: PoolingStrategy
     activation_function: str
-    vocab_size: int  # the MLM's logits, and the activations' width (word_embedding_dimension)
-    max_seq_length: int
-    prompts: dict[str, str]
-    default_prompt_name: str | None
     max_active_dims: int | None  # config_sentence_transformers.json's, else None (all kept)
 
 
@@ -124,27 +114,17 @@ def read_sparse_spec(model_dir: Path) -> SparseSpec:
     """Collects architecture, pooling, activation, max length, prompts and max_active_dims from
     the SparseEncoder folder's configs, refusing what the export cannot serve."""
     modules = read_sparse_modules(model_dir)
-    transformer_dir = model_dir / str(modules[0].get("path", ""))
-    model_type = read_model_type(transformer_dir, SPARSE_MODEL_TYPES)
-    vocab_size = int(read_json(transformer_dir / "config.json")["vocab_size"])
+    # An MLMTransformer runs fill-mask unless its config says otherwise; a Transformer, the
+    # feature extraction of a config naming no task, must say so.
+    legacy = module_class_name(modules[0]) == "MLMTransformer"
+    absent_task = FILL_MASK if legacy else FEATURE_EXTRACTION
+    folder = read_folder_spec(model_dir, modules, SPARSE_MODEL_TYPES, FILL_MASK, absent_task)
     strategy, activation = read_splade_pooling(
-        model_dir / str(modules[1]["path"]) / "config.json", vocab_size
+        model_dir / str(modules[1]["path"]) / "config.json", folder.vocab_size
     )
-    # An MLMTransformer runs fill-mask unless its config says otherwise; a Transformer says so.
-    absent_task = FILL_MASK if module_class_name(modules[0]) == "MLMTransformer" else FEATURES
-    st_config = read_transformer_config(transformer_dir, FILL_MASK, absent_task)
-    prompts, default_prompt_name = read_prompts(model_dir)
     return SparseSpec(
-        model_dir=model_dir,
-        transformer_dir=transformer_dir,
-        model_type=model_type,
-        architecture=SPARSE_MODEL_TYPES[model_type],
-        modules=tuple(module_class_name(module) for module in modules),
+        **folder.shared(),
         pooling_strategy=strategy,
         activation_function=activation,
-        vocab_size=vocab_size,
-        max_seq_length=read_max_seq_length(transformer_dir, st_config),
-        prompts=prompts,
-        default_prompt_name=default_prompt_name,
         max_active_dims=read_max_active_dims(model_dir),
     )
