@@ -11,6 +11,18 @@ from pathlib import Path
 REQUIRED = ("max_seq_length", "vocab_size")
 
 
+def read_fields(path: Path, required: tuple[str, ...], written_by: str) -> dict[str, object]:
+    """A JSON record's fields, refusing a missing record or field with a message naming the
+    file and the tool that writes it."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; write it with {written_by}")
+    fields: dict[str, object] = json.loads(path.read_text())
+    missing = sorted(set(required) - fields.keys())
+    if missing:
+        raise ValueError(f"{path} lacks {missing}; write it again with {written_by}")
+    return fields
+
+
 @dataclass(frozen=True)
 class ExportRecord:
     max_seq_length: int
@@ -19,13 +31,7 @@ class ExportRecord:
 
     @classmethod
     def read(cls, version_dir: Path) -> ExportRecord:
-        path = version_dir / "export.json"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is missing; write it with export/export_onnx.py")
-        fields = json.loads(path.read_text())
-        missing = sorted(set(REQUIRED) - fields.keys())
-        if missing:
-            raise ValueError(f"{path} lacks {missing}; write it again with export/export_onnx.py")
+        fields = read_fields(version_dir / "export.json", REQUIRED, "export/export_onnx.py")
         return cls(int(fields["max_seq_length"]), int(fields["vocab_size"]), fields)
 
     @property

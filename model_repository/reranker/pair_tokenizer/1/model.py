@@ -33,10 +33,13 @@ from model_common.tensors import (
     StageIO,
 )
 from model_common.text_options import Prompts, prompt_text
+from model_common.tokenizing import Tokenizers
 from model_common.tokens import pad_rows
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Encoding
 
 Pairs = tuple[list[tuple[str, str]], bool]  # a request's pairs, and whether to truncate
+# The end CrossEncoder cuts a pair from, the longer text first, as export/ wrote tokenizer.json.
+TRUNCATED_END = "right"
 
 
 def _decode_pairs(
@@ -80,16 +83,8 @@ class TritonPythonModel(Stage[Pairs, list[Encoding]]):
 
     def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
         self._prompts = Prompts.from_record(setup.record.fields)
-        path = setup.version_dir / "tokenizer.json"
-        self._truncating = Tokenizer.from_file(str(path))
-        truncation = self._truncating.truncation
-        if truncation is None:
-            raise pb_utils.TritonModelException(
-                f"{path} sets no max length; write it with export/export_onnx.py"
-            )
-        self._max_length: int = truncation["max_length"]
-        self._whole = Tokenizer.from_file(str(path))
-        self._whole.no_truncation()
+        # The file's truncation (the longer text of a pair first), and none.
+        self._tokenizers = Tokenizers(setup.version_dir / "tokenizer.json", (TRUNCATED_END,))
         self._truncate = setup.text("truncate") == "true"
         self._max_text_bytes = setup.integer("max_text_bytes")
 
@@ -97,35 +92,14 @@ class TritonPythonModel(Stage[Pairs, list[Encoding]]):
         return _decode_pairs(request, self._max_text_bytes, self._truncate, self._prompts)
 
     def _run(self, batch: list[Pairs]) -> list[list[Encoding]]:
-        """Each request's encodings: one batch-encode call for the requests
-        that truncate, one for those that do not."""
-        encoded: dict[bool, list[Encoding]] = {}
-        for truncate in {truncate for _, truncate in batch}:
-            tokenizer = self._truncating if truncate else self._whole
-            pairs = [pair for own, each in batch if each == truncate for pair in own]
-            encoded[truncate] = tokenizer.encode_batch_fast(pairs)
-        taken = dict.fromkeys(encoded, 0)
-        requests = []
-        for own, truncate in batch:
-            start = taken[truncate]
-            requests.append(encoded[truncate][start : start + len(own)])
-            taken[truncate] += len(own)
-        return requests
+        return self._tokenizers.encode(
+            [(pairs, TRUNCATED_END if truncate else None) for pairs, truncate in batch]
+        )
 
     def _respond(self, item: Pairs, encodings: list[Encoding]) -> pb_utils.InferenceResponse:
-        if not item[1]:
-            for index, encoding in enumerate(encodings):
-                if len(encoding.ids) > self._max_length:
-                    return pb_utils.InferenceResponse(
-                        error=invalid(
-                            error_message(
-                                ErrorKind.INPUT_TOO_LARGE,
-                                f"pair {index} (QUERY[{index}], TEXT[{index}]) has "
-                                f"{len(encoding.ids)} tokens, over the model's max length "
-                                f"{self._max_length} (truncation is off)",
-                            )
-                        )
-                    )
+        refusal = None if item[1] else self._tokenizers.too_long(encodings, _pair)
+        if refusal is not None:
+            return pb_utils.InferenceResponse(error=refusal)
         input_ids, attention_mask = pad_rows([encoding.ids for encoding in encodings])
         token_type_ids, _ = pad_rows([encoding.type_ids for encoding in encodings])
         return pb_utils.InferenceResponse(
@@ -135,3 +109,7 @@ class TritonPythonModel(Stage[Pairs, list[Encoding]]):
                 triton_tensor(TOKEN_TYPE_IDS, token_type_ids),
             ]
         )
+
+
+def _pair(index: int) -> str:
+    return f"pair {index} ({QUERY.name}[{index}], {TEXT.name}[{index}])"

@@ -13,21 +13,21 @@ then padded to that request's longest text only.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 
 import triton_python_backend_utils as pb_utils
 from model_common.door import AdmissionDoor
 from model_common.embedder_setup import EmbedderSetup
-from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error, sparse_option_error
 from model_common.record import ExportRecord
 from model_common.request_io import invalid, read_texts, triton_tensor
 from model_common.stage import Stage
 from model_common.tensors import ATTENTION_MASK, INPUT_IDS, TEXT, StageIO
 from model_common.text_options import TRUNCATION_DIRECTIONS, Prompts, TextOptions, text_options
+from model_common.tokenizing import Tokenizers
 from model_common.tokens import pad_rows
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Encoding
 
 OptionCheck = Callable[[Mapping[str, object]], str | None]
 Texts = tuple[list[str], TextOptions]  # a request's texts, each after its prompt, and its options
@@ -69,24 +69,9 @@ class TritonPythonModel(Stage[Texts, list[Encoding]]):
     def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
         self._option_check = _row_option_check(setup.record)
         self._prompts = Prompts.from_record(setup.record.fields)
-        path = setup.version_dir / "tokenizer.json"
-        tokenizer = Tokenizer.from_file(str(path))
-        truncation = tokenizer.truncation
-        if truncation is None:
-            raise pb_utils.TritonModelException(
-                f"{path} sets no max length; write it with export/export_onnx.py"
-            )
-        self._max_length: int = truncation["max_length"]
-        # One tokenizer per way of truncating a request may ask for (None:
-        # not truncated), so each execute encodes each group in one call.
-        self._tokenizers: dict[str | None, Tokenizer] = {}
-        for direction in (*TRUNCATION_DIRECTIONS, None):
-            each = Tokenizer.from_file(str(path))
-            if direction is None:
-                each.no_truncation()
-            else:
-                each.enable_truncation(self._max_length, direction=direction)
-            self._tokenizers[direction] = each
+        # One tokenizer per way of truncating a request may ask for, so each
+        # execute encodes each group in one call.
+        self._tokenizers = Tokenizers(setup.version_dir / "tokenizer.json", TRUNCATION_DIRECTIONS)
         self._truncate = setup.text("truncate") == "true"
         self._max_text_bytes = setup.integer("max_text_bytes")
 
@@ -96,32 +81,14 @@ class TritonPythonModel(Stage[Texts, list[Encoding]]):
         )
 
     def _run(self, batch: list[Texts]) -> list[list[Encoding]]:
-        """Each request's encodings: one batch-encode call per way of
-        truncating among the requests Triton merged."""
-        keys = [options.direction if options.truncate else None for _, options in batch]
-        encodings: dict[str | None, Iterator[Encoding]] = {}
-        for key in set(keys):
-            texts = [
-                text for (own, _), k in zip(batch, keys, strict=True) if k == key for text in own
-            ]
-            encodings[key] = iter(self._tokenizers[key].encode_batch_fast(texts))
-        return [
-            [next(encodings[key]) for _ in own] for (own, _), key in zip(batch, keys, strict=True)
-        ]
+        return self._tokenizers.encode(
+            [(texts, options.direction if options.truncate else None) for texts, options in batch]
+        )
 
     def _respond(self, item: Texts, encodings: list[Encoding]) -> pb_utils.InferenceResponse:
-        if not item[1].truncate:
-            for index, encoding in enumerate(encodings):
-                if len(encoding.ids) > self._max_length:
-                    return pb_utils.InferenceResponse(
-                        error=invalid(
-                            error_message(
-                                ErrorKind.INPUT_TOO_LARGE,
-                                f"TEXT[{index}] has {len(encoding.ids)} tokens, over the "
-                                f"model's max length {self._max_length} (truncation is off)",
-                            )
-                        )
-                    )
+        refusal = None if item[1].truncate else self._tokenizers.too_long(encodings, _text)
+        if refusal is not None:
+            return pb_utils.InferenceResponse(error=refusal)
         input_ids, attention_mask = pad_rows([encoding.ids for encoding in encodings])
         return pb_utils.InferenceResponse(
             output_tensors=[
@@ -129,3 +96,7 @@ class TritonPythonModel(Stage[Texts, list[Encoding]]):
                 triton_tensor(ATTENTION_MASK, attention_mask),
             ]
         )
+
+
+def _text(index: int) -> str:
+    return f"{TEXT.name}[{index}]"

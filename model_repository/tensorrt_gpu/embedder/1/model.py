@@ -15,14 +15,13 @@ record, so the repository deploys on its own.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
 from model_common.embedder import EmbeddingStage
 from model_common.embedder_setup import EmbedderSetup
-from model_common.record import ExportRecord
+from model_common.record import ExportRecord, read_fields
 from model_common.request_io import triton_tensor
 from model_common.rows import Tokens
 from model_common.tensors import EMBEDDER_IO
@@ -33,13 +32,8 @@ RECORD_KEYS = ("embedding_dim", "max_seq_length", "vocab_size")
 
 def read_engine_record(path: Path) -> dict[str, int]:
     """The fields of engine.json this model checks requests against."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing; build it with export/export_tensorrt.py")
-    fields = json.loads(path.read_text())
-    missing = sorted(set(RECORD_KEYS) - fields.keys())
-    if missing:
-        raise ValueError(f"{path} lacks {missing}; build it again with export/export_tensorrt.py")
-    return {key: int(fields[key]) for key in RECORD_KEYS}
+    fields = read_fields(path, RECORD_KEYS, "export/export_tensorrt.py")
+    return {key: int(str(fields[key])) for key in RECORD_KEYS}
 
 
 class TritonPythonModel(EmbeddingStage["pb_utils.InferenceResponse"]):
