@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +18,13 @@ from pathlib import Path
 
 from harness.ports import StartError, free_launcher_endpoints, wait_until_ready
 from server.health import child_pids, server_ready
-from server.launch_plan import ADMIN_KEY_VARIABLE, Endpoints
+from server.launch_plan import ADMIN_KEY_VARIABLE, BACKLOG_DIR_VARIABLE, Endpoints
 from server.paths import REPO_ROOT, default_repositories
 
 STARTUP_TIMEOUT_S = 180
 SHUTDOWN_TIMEOUT_S = 60
+# The shared-memory regions of Triton's Python-backend stubs.
+STUB_REGION_PREFIX = "/dev/shm/triton_python_backend_shm_region_"
 
 
 class EndpointUrls:
@@ -69,11 +72,18 @@ def running_server(
     admin_key: str | None = None,
     python: Path | None = None,
     extra_args: Sequence[str] = (),
+    graceful: bool = False,
 ) -> Iterator[RunningServer]:
     """Starts tritonserver, yields once it is ready, stops it on exit.
     `python` runs the launcher, and the Python-backend stubs then use its
     environment (server.launch_plan.server_environment); default: this one.
-    `extra_args`: more server.launch options (e.g. --otlp-endpoint=URL)."""
+    `extra_args`: more server.launch options (e.g. --otlp-endpoint=URL).
+    The stop kills it and removes the shared memory it leaves, unless
+    `graceful`: the tests of a graceful stop start the server so (or a
+    launcher of their own), and to every other test the stop is only time,
+    about 4 s of unloading each (Triton unloads Python-backend models a
+    second or more each), or its whole exit timeout where a stub was killed
+    under load and left an instance Triton never unloads."""
     endpoints = free_loopback_endpoints()
     command = [
         str(python or sys.executable),
@@ -115,19 +125,55 @@ def running_server(
         # connection open, and tritonserver waits its whole exit timeout (30 s)
         # for that connection to close.
         gc.collect()
-        _stop(process)
+        _stop(process, graceful)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM lets in-flight requests finish; past the timeout, kill all."""
-    process.terminate()
-    try:
-        process.wait(timeout=SHUTDOWN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        for child in child_pids(process.pid):
-            os.kill(child, signal.SIGKILL)
-        process.kill()
-        process.wait()
+def _stop(process: subprocess.Popen[bytes], graceful: bool) -> None:
+    """SIGTERM lets in-flight requests finish; past the timeout, or at once
+    where not graceful, kill all."""
+    if graceful:
+        process.terminate()
+        try:
+            process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    tree = _tree(process.pid)
+    left = _shared_memory(tree)
+    for pid in reversed(tree):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended meanwhile
+    process.wait()
+    for path in left:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _tree(pid: int) -> list[int]:
+    """The process and every process under it, parents first."""
+    return [pid, *(each for child in child_pids(pid) for each in _tree(child))]
+
+
+def _shared_memory(pids: list[int]) -> set[Path]:
+    """What a kill leaves in shared memory: the Python-backend stubs' regions
+    the processes have open, and the launcher's folder of backlog counts
+    (server.launch_plan.BACKLOG_DIR_VARIABLE in tritonserver's environment)."""
+    left: set[Path] = set()
+    for pid in pids:
+        proc = Path(f"/proc/{pid}")
+        try:
+            targets = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile
+        left |= {Path(target) for target in targets if target.startswith(STUB_REGION_PREFIX)}
+        prefix = f"{BACKLOG_DIR_VARIABLE}=".encode()
+        left |= {Path(item[len(prefix) :].decode()) for item in environ if item.startswith(prefix)}
+    return left
 
 
 def post_status(url: str, headers: dict[str, str]) -> int:

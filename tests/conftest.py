@@ -22,6 +22,7 @@ from harness.priority import INTERACTIVE
 from harness.repository import repository_variant
 from harness.server import RunningServer, running_server
 from server.paths import ONNX_MODEL_DIR, REPO_ROOT
+from tests.family_catalog import FamilyCatalog, family_catalog
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +70,14 @@ def family_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("families")
     build_in_export_environment(out)
     return {name: out / name for name in FAMILY_NAMES}
+
+
+@pytest.fixture(scope="session")
+def family_exports(
+    family_folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> FamilyCatalog:
+    """Every family's model exported through a catalog, once for the session."""
+    return family_catalog(family_folders, tmp_path_factory.mktemp("family_catalog"))
 
 
 @pytest.fixture(scope="session")

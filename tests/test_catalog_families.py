@@ -27,9 +27,8 @@ from export.engine_choice import MIN_COSINE
 from harness.export_environment import run_in_export_environment
 from harness.gateway import running_gateway
 from harness.server import RunningServer, running_server
-from server.catalog import Catalog
 from server.paths import REPO_ROOT
-from server.served_repository import prepare
+from tests.family_catalog import FAMILY_ENGINES, FamilyCatalog, catalog_name
 
 TEXTS = [
     "How do I reset my password?",
@@ -39,15 +38,6 @@ TEXTS = [
     "",
     LONG_TEXT,
 ]
-# Served beside the packaged MiniLM, one per family; the one on OpenVINO
-# shows an engine choice per entry.
-ENGINES = {
-    "bert": "onnxruntime",
-    "xlmr": "openvino",
-    "mpnet": "onnxruntime",
-    "modernbert": "onnxruntime",
-    "qwen3": "onnxruntime",
-}
 
 
 @dataclass(frozen=True)
@@ -60,36 +50,20 @@ class Family:
 @pytest.fixture(scope="module")
 def families(family_folders: dict[str, Path]) -> dict[str, Family]:
     found = {}
-    for family in ENGINES:
+    for family in FAMILY_ENGINES:
         folder = family_folders[family]
         settings = folder / "config_sentence_transformers.json"
         prompts = json.loads(settings.read_text()).get("prompts", {}) if settings.exists() else {}
-        found[family] = Family(f"{family}-random", folder, prompts)
+        found[family] = Family(catalog_name(family), folder, prompts)
     return found
 
 
 @pytest.fixture(scope="module")
-def served_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("catalog")
-
-
-@pytest.fixture(scope="module")
 def server(
-    served_dir: Path,
-    families: dict[str, Family],
+    family_exports: FamilyCatalog, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
-    workdir = served_dir
-    entries = ['[[models]]\nname = "all-MiniLM-L6-v2"\naliases = ["embed"]\n']
-    for key, family in families.items():
-        entries.append(
-            f'[[models]]\nname = "{family.name}"\npath = "{family.folder}"\n'
-            f'engine = "{ENGINES[key]}"\ninstances = 1\n'
-        )
-    catalog_path = workdir / "models.toml"
-    catalog_path.write_text("\n".join(entries))
-    catalog = prepare(catalog_path, workdir / "served")
-    assert isinstance(catalog, Catalog), catalog
-    with running_server(workdir / "tritonserver.log", [workdir / "served"]) as running:
+    log = tmp_path_factory.mktemp("catalog") / "tritonserver.log"
+    with running_server(log, [family_exports.served]) as running:
         yield running
 
 
@@ -230,17 +204,19 @@ def test_the_token_entry_point_serves_each_model(
 
 def test_the_gateway_serves_each_model_by_name_with_its_default_prompt(
     server: RunningServer,
-    served_dir: Path,
+    family_exports: FamilyCatalog,
     families: dict[str, Family],
     expected: dict[tuple[str, str], np.ndarray],
+    tmp_path: Path,
 ) -> None:
     # The gateway tokenizes texts itself: the default prompt (qwen3's) must
     # be applied there as the server's tokenizer applies it.
+    served = family_exports.served
     models = [
-        (family.name, served_dir / "served" / f"{family.name}.tokenizer" / "1" / "tokenizer.json")
+        (family.name, served / f"{family.name}.tokenizer" / "1" / "tokenizer.json")
         for family in families.values()
     ]
-    with running_gateway(server.grpc_url, models, served_dir / "gateway.log") as gateway:
+    with running_gateway(server.grpc_url, models, tmp_path / "gateway.log") as gateway:
         listed = json.loads(urllib.request.urlopen(f"{gateway.base_url}/models").read())
         assert [model["id"] for model in listed["data"]] == [name for name, _ in models]
         # OpenAI's API refuses empty inputs.
