@@ -36,6 +36,8 @@ from embedding_gateway.openai_api import (
     parse_embeddings_request,
     render_embeddings,
 )
+from embedding_gateway.routes import TASK_ROUTES
+from embedding_gateway.served_models import ServedModels
 from pydantic import TypeAdapter
 
 from harness.load import short_texts
@@ -48,6 +50,7 @@ TEXTS = 8
 DIMENSIONS = 384
 MODEL = "embed"
 LIMITS = {MODEL: TokenLimits(max_length=256, vocab_size=30522)}
+SERVED = ServedModels({MODEL: "embed"}, TASK_ROUTES)
 PARSE = "parse and validate"
 PYDANTIC_PARSE = "pydantic: EmbeddingsRequest.model_validate_json"
 MSGSPEC_PARSE = "msgspec: Decoder(MsgspecRequest).decode"
@@ -95,7 +98,7 @@ def parsing(body: bytes) -> dict[str, Callable[[], object]]:
     return {
         PYDANTIC_PARSE: lambda: EmbeddingsRequest.model_validate_json(body),
         "pydantic: parse_embeddings_request (the gateway's, with its checks)": lambda: (
-            parse_embeddings_request(body, LIMITS, {MODEL: "embed"})
+            parse_embeddings_request(body, LIMITS, SERVED)
         ),
         MSGSPEC_PARSE: lambda: decoder.decode(body),
     }

@@ -37,10 +37,15 @@ system_packages() {
   fi
 }
 
-# FILE and the requirements files it includes (-r), recursively.
+# FILE, the requirements files it includes (-r), recursively, and the
+# pyproject.toml of each project it installs editable (-e ./DIR): a changed
+# entry point or dependency there needs the environment installed again.
 requirement_files() {
-  local file=$1 included
+  local file=$1 included project
   echo "$file"
+  for project in $(sed -n 's/^-e[[:space:]]*//p' "$file"); do
+    echo "$project/pyproject.toml"
+  done
   for included in $(sed -n 's/^-r[[:space:]]*//p' "$file"); do
     requirement_files "$(dirname "$file")/$included"
   done

@@ -11,13 +11,15 @@ import numpy as np
 import orjson
 import pytest
 from embedding_client import EmbeddingClient
-from embedding_client.cli import embed_options, parser
+from embedding_client.commands import EMBED as EMBED_COMMAND
+from embedding_client.commands import embed_options
 from embedding_requests import LONG_TEXT
 
 from harness.server import RunningServer
 from server.paths import TOKENIZER_JSON
 
 EMBED = Path(sys.executable).parent / "embed"
+parser = EMBED_COMMAND.parser
 TOKENIZER = TOKENIZER_JSON
 TIMEOUT_S = 120
 ATOL = 1e-6
@@ -198,3 +200,25 @@ def test_bad_input_file_exits_2(tmp_path: Path, content: bytes | None, message: 
     done = run_embed("--url", "127.0.0.1:1", "--file", str(source))
     assert done.returncode == 2
     assert message in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "arguments", "inputs"),
+    [
+        ("embed", [], "texts"),
+        ("rerank", ["--model=reranker", "--query=q"], "documents"),
+        ("embed-sparse", ["--model=encoder"], "texts"),
+    ],
+)
+def test_every_command_refuses_no_inputs(command: str, arguments: list[str], inputs: str) -> None:
+    """Nothing on standard input, no arguments, no --file: a usage error
+    naming what the command takes, before any server is asked."""
+    done = subprocess.run(
+        [str(EMBED.parent / command), "--url=127.0.0.1:1", *arguments],
+        input=b"",
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"{command}: error: no {inputs}: give them as arguments".encode() in done.stderr

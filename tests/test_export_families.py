@@ -95,8 +95,7 @@ def exports(family_folders: dict[str, Path], family_exports: FamilyCatalog) -> d
     once for these tests and tests/test_catalog_families.py; a failed export refused the
     catalog, naming it."""
     return {
-        name: Export(family_folders[name], family_exports.repository(name))
-        for name in EXPECTED
+        name: Export(family_folders[name], family_exports.repository(name)) for name in EXPECTED
     }
 
 

@@ -21,18 +21,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
 import openai
 import orjson
 import pytest
 from aiohttp.test_utils import make_mocked_request
 from embedding_client import ClientTokenizer, EmbeddingClient
-from embedding_client.errors import from_triton
+from embedding_client.errors import ERROR_KINDS, from_triton
 from embedding_client.options import EmbedOptions
 from embedding_gateway.app import GatewayModel
-from embedding_gateway.errors import from_embedding_error
+from embedding_gateway.errors import ANSWERS, from_embedding_error
 from embedding_gateway.logs import JsonFormatter, failure_fields
 from embedding_gateway.openai_api import MAX_INPUTS, TokenLimits, parse_embeddings_request
+from embedding_gateway.routes import TASK_ROUTES
+from embedding_gateway.served_models import ServedModels
 from embedding_gateway.server import parse_settings
 from embedding_gateway.service import INLINE_TOKENIZE_CHARS
 from embedding_gateway.trace_context import read_trace_context
@@ -45,6 +48,7 @@ from harness.logs import RECORD_FIELDS, record, records
 from harness.ports import free_loopback_port
 from harness.server import RunningServer, running_server
 from server.catalog import DEFAULT_CATALOG, Catalog, read_catalog
+from server.edge.refusals import REFUSALS
 from server.paths import MODEL_REPOSITORY, TOKENIZER_JSON
 from server.served_repository import prepare
 
@@ -308,6 +312,7 @@ def test_text_options_become_request_parameters() -> None:
     """What the gateway forwards: the fields set, under the same names, as
     request parameters of Triton's text entry point."""
     limits = {MODEL: TokenLimits(256, 30522), "e5-small": TokenLimits(512, 250037)}
+    served = ServedModels(dict.fromkeys(limits, "embed"), TASK_ROUTES)
     body = {
         "model": "e5-small",
         "input": ["a text"],
@@ -317,7 +322,7 @@ def test_text_options_become_request_parameters() -> None:
         "truncation_direction": "left",
         "input_type": None,
     }
-    request = parse_embeddings_request(orjson.dumps(body), limits, {})
+    request = parse_embeddings_request(orjson.dumps(body), limits, served)
     assert request.model == "e5-small" and request.texts == ["a text"]
     assert request.text_options == {
         "prompt_name": "query",
@@ -332,10 +337,12 @@ def test_text_options_become_request_parameters() -> None:
         "truncate": False,
         "truncation_direction": "left",
     }
-    plain = parse_embeddings_request(orjson.dumps({"model": MODEL, "input": "text"}), limits, {})
+    plain = parse_embeddings_request(
+        orjson.dumps({"model": MODEL, "input": "text"}), limits, served
+    )
     assert plain.text_options == {}
     typed = {"model": MODEL, "input": "text", "input_type": "document", "truncate": True}
-    assert parse_embeddings_request(orjson.dumps(typed), limits, {}).text_options == {
+    assert parse_embeddings_request(orjson.dumps(typed), limits, served).text_options == {
         "input_type": "document",
         "truncate": True,
     }
@@ -563,6 +570,41 @@ def test_triton_statuses_map_to_http_statuses(status: str, http_status: int) -> 
     error = from_embedding_error(from_triton(InferenceServerException("refused", status)))
     assert error.status == http_status
     assert orjson.loads(error.body())["error"]["message"].endswith("refused")
+
+
+# How the gateway answers each of the edge's refusals (a key forwarded with
+# --forward-api-key): its status and OpenAI's code.
+EDGE_ANSWERS = {
+    "invalid_parameter": (400, "invalid_value"),
+    "invalid_input": (400, "invalid_value"),
+    "input_too_large": (400, "context_length_exceeded"),
+    "unauthenticated": (401, "invalid_api_key"),
+    "permission_denied": (403, "model_not_permitted"),
+    "quota_exceeded": (429, "rate_limit_exceeded"),
+    "unavailable": (503, "service_unavailable"),
+    "internal": (502, "upstream_error"),
+}
+
+
+def test_the_gateway_answers_every_error_kind() -> None:
+    assert set(ANSWERS) == set(ERROR_KINDS) == set(EDGE_ANSWERS)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_each_edge_refusal_is_answered_by_its_kind(name: str) -> None:
+    """Over gRPC, as the gateway's client raises it: the kind read from the
+    message gives the status and the code; the parameter it names, if any,
+    is OpenAI's param."""
+    refusal = REFUSALS[name]
+    message = refusal.message(*("word",) * refusal.detail.count("%s"))
+    code = next(str(each) for each in grpc.StatusCode if each.value[0] == refusal.grpc_status)
+    error = from_triton(InferenceServerException(message, code))
+    answer = from_embedding_error(error, "embed")
+    body = orjson.loads(answer.body())["error"]
+    assert (answer.status, body["code"]) == EDGE_ANSWERS[refusal.kind], name
+    assert body["message"].endswith(message)
+    if refusal.parameter is not None:
+        assert body["param"] == refusal.parameter
 
 
 def test_command_line_serves_each_model_given() -> None:

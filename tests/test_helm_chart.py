@@ -38,6 +38,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from embedding_catalog.trace_options import ENDPOINT_VARIABLE, SAMPLING_VARIABLE
+from embedding_gateway.routes import ROUTES as GATEWAY_ROUTES
 from embedding_gateway.server import parse_settings as parse_gateway_settings
 from embedding_gateway.tracing import TraceSettings
 
@@ -64,12 +66,7 @@ from server.launch_plan import (
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 from server.shutdown_timings import EDGE_STOP_MARGIN_S, EXIT_TIMEOUT_S
 from server.shutdown_timings import WATCHDOG_STOP_TIMEOUT_S as STOP_TIMEOUT_S
-from server.tracing import (
-    ENDPOINT_VARIABLE,
-    SAMPLING_VARIABLE,
-    Tracing,
-    tracing_from_arguments,
-)
+from server.tracing import Tracing, tracing_from_arguments
 
 KUBERNETES_VERSION = "1.37.0"
 NAMESPACE = "embeddings"
@@ -84,7 +81,6 @@ ENVOY = REPO_ROOT / ".venv" / "bin" / "envoy"
 LAUNCHER = ["python3", "-m", "server.launch"]
 TRITON_READY = "/v2/health/ready"
 TRITON_LIVE = "/v2/health/live"
-GATEWAY_APP = REPO_ROOT / "clients" / "embedding_client" / "gateway" / "app.py"
 TRITON_DEPLOYMENT = "templates/triton-deployment.yaml"
 GATEWAY_TEMPLATE = "templates/gateway.yaml"
 # What the launcher may take to stop after SIGTERM: the watchdog, the drain
@@ -386,9 +382,9 @@ def test_probes_ask_the_health_endpoints(rendered: Rendered) -> None:
         assert triton[probe]["httpGet"]["path"] == path
         assert triton[probe]["httpGet"]["port"] == "http" and "http" in ports
     gateway = _container(rendered, "gateway")
-    routes = GATEWAY_APP.read_text()
+    served = {(route.method, route.path) for route in GATEWAY_ROUTES}
     for probe in ("readinessProbe", "livenessProbe"):
-        assert f'web.get("{gateway[probe]["httpGet"]["path"]}"' in routes
+        assert ("GET", gateway[probe]["httpGet"]["path"]) in served
     # Envoy's /ready, through the stats listener's route to the admin interface.
     balancer = _container(rendered, "balancer")
     path = balancer["readinessProbe"]["httpGet"]["path"]

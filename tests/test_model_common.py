@@ -167,7 +167,8 @@ def test_stack_tokens_pads_each_request_to_the_longest_row() -> None:
 
 
 def test_the_client_knows_every_error_kind() -> None:
-    assert set(ERROR_KINDS) == {kind.value for kind in ErrorKind}
+    # The models' kinds, beside the edge's (tests/test_edge_refusals.py).
+    assert {kind.value for kind in ErrorKind} <= set(ERROR_KINDS)
     for kind in ErrorKind:
         # Triton puts its own words in front of a composing model's error.
         message = "in ensemble 'embed', " + error_message(kind, "detail", "dtype")

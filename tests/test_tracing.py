@@ -15,7 +15,7 @@ span over the gateway's route span, its parse, tokenize and call spans, and
 Triton's spans under the call; a request without a context is a new trace
 at ratio 1, untraced at 0 (no spans, no traceparent to Triton); an
 unreachable collector fails no request and the drop is logged with its
-count; the gateway's options are the launcher's, refused alike.
+count; the gateway's options are the launcher's (one declaration), refused alike.
 
 The edge's own spans (server/edge/tracing.py), with the launcher's tenants
 and traces: through the edge a request is one trace, the caller's span
@@ -56,6 +56,12 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import yaml
+from embedding_catalog.trace_options import (
+    DEFAULT_SAMPLING,
+    ENDPOINT_VARIABLE,
+    SAMPLING_VARIABLE,
+    TRACES_PATH,
+)
 from embedding_client.base import TRACE_HEADERS
 from embedding_gateway import tracing as gateway_tracing
 from embedding_gateway.otlp import DROPPED_FIELD, SpanExporter
@@ -76,15 +82,9 @@ from server.launch import argument_parser
 from server.launch_plan import Endpoints, server_command
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 from server.tracing import (
-    DEFAULT_SAMPLING,
     DEFAULT_SERVICE_NAME,
-    ENDPOINT_VARIABLE,
-    SAMPLING_VARIABLE,
-    TRACES_PATH,
     Tracing,
     add_tracing_arguments,
-    otlp_endpoint,
-    sampling_ratio,
     tracing_from_arguments,
     triton_rate,
 )
@@ -1022,51 +1022,24 @@ def test_the_gateway_refuses_a_sampling_ratio_outside_0_to_1_at_start(
         assert "argument --trace-sampling" in error and message in error, error
 
 
-def _outcome(parse: Any, text: str) -> object:
-    """What an argparse type makes of `text`: its value, or "refused"."""
-    try:
-        return parse(text)
-    except argparse.ArgumentTypeError:
-        return "refused"
-
-
 def test_the_gateway_reads_its_trace_options_as_the_launcher_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The gateway's copies of the launcher's values and checks (its
-    tracing.py says why copies): the same defaults and variables, the same
-    values accepted, made the same, or refused."""
-    assert (
-        gateway_tracing.DEFAULT_SAMPLING,
-        gateway_tracing.TRACES_PATH,
-        gateway_tracing.ENDPOINT_VARIABLE,
-        gateway_tracing.SAMPLING_VARIABLE,
-    ) == (DEFAULT_SAMPLING, TRACES_PATH, ENDPOINT_VARIABLE, SAMPLING_VARIABLE)
-    endpoints = [
-        "",
-        "http://collector:4318",
-        "https://collector/base/",
-        "localhost:4318",
-        "grpc://localhost:4317",
-        "http://",
-        "http://host:99999",
-        "http://h:4318/v1/traces",
-        "http://h:4318/?q=1",
-    ]
-    for text in endpoints:
-        assert _outcome(gateway_tracing.otlp_endpoint, text) == _outcome(otlp_endpoint, text), text
-    for text in ["0", "1", "0.25", "1e-3", "1.5", "-0.1", "abc", "nan", "inf"]:
-        assert _outcome(gateway_tracing.sampling_ratio, text) == _outcome(sampling_ratio, text)
+    """Both read the options from one declaration (embedding_catalog.trace_options):
+    the same variables give both the same endpoint and ratio, an argument
+    wins over a variable, and an empty endpoint is unset."""
     base = ["--triton-url=127.0.0.1:8001", f"--model=embed={TOKENIZER_JSON}"]
     monkeypatch.setenv(ENDPOINT_VARIABLE, "http://collector:4318/")
     monkeypatch.setenv(SAMPLING_VARIABLE, "0.5")
-    settings, _, _ = parse_settings(base)
-    assert settings.tracing == gateway_tracing.TraceSettings("http://collector:4318", 0.5)
-    settings, _, _ = parse_settings([*base, "--trace-sampling=1"])
-    assert settings.tracing == gateway_tracing.TraceSettings("http://collector:4318", 1.0)
-    # Empty is unset, as for the launcher: no spans.
+    for arguments, ratio in (([], 0.5), (["--trace-sampling=1"], 1.0)):
+        settings, _, _ = parse_settings([*base, *arguments])
+        assert settings.tracing == gateway_tracing.TraceSettings("http://collector:4318", ratio)
+        launcher = tracing_from_arguments(argument_parser().parse_args(arguments))
+        assert launcher == Tracing("http://collector:4318", ratio)
+    # Empty is unset: no spans from either.
     monkeypatch.setenv(ENDPOINT_VARIABLE, "")
     assert parse_settings(base)[0].tracing is None
+    assert tracing_from_arguments(argument_parser().parse_args([])) is None
 
 
 # --- the edge's own spans ------------------------------------------------------

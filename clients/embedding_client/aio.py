@@ -19,19 +19,19 @@ import tritonclient.http.aio as httpaio
 from embedding_client import transport
 from embedding_client.base import ClientBase
 from embedding_client.batching import Request
-from embedding_client.decode import assemble
+from embedding_client.call import Call, Result
 from embedding_client.errors import RETRY_AFTER, note_http_answer, triton_errors
 from embedding_client.options import (
     EmbedKwargs,
     EmbedOptions,
-    Parameters,
+    RerankKwargs,
     SparseKwargs,
     SparseOptions,
 )
-from embedding_client.plan import Plan, batch_limit
-from embedding_client.rerank import SCORE_OUTPUT, Ranked, rerank_call
+from embedding_client.plan import batch_limit
+from embedding_client.rerank import Ranked, rerank_call
 from embedding_client.retry import Retrier
-from embedding_client.sparse import SPARSE_OUTPUT, SparseRow, sparse_call
+from embedding_client.sparse import SparseRow, sparse_call
 from embedding_client.transport import Connection, Headers
 
 
@@ -54,26 +54,15 @@ class _AsyncTransport:
         self._options = options
         self._retrier = Retrier(connection.retry)
 
-    async def infer(
-        self,
-        model: str,
-        request: Request,
-        parameters: Parameters,
-        headers: Headers,
-        output: str = transport.OUTPUT,
-    ) -> np.ndarray:
+    async def infer(self, call: Call[Any], request: Request, headers: Headers) -> np.ndarray:
         async def attempt() -> np.ndarray:
             # The slot is held by a send, not by the wait before a retry.
             with triton_errors(self._connection_errors):
                 async with self._slots:
-                    result = await self._client.infer(
-                        model,
-                        transport.infer_inputs(self._module, request),
-                        parameters=parameters,
-                        headers=headers,
-                        **self._options,
+                    result = await transport.infer(
+                        self._client, self._module, call, request, headers, self._options
                     )
-            return result.as_numpy(output)
+            return result.as_numpy(call.output)
 
         return await self._retrier.run_async(attempt)
 
@@ -169,26 +158,14 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
         return await self._run(self._planner.token_rows(rows, EmbedOptions(**options)))
 
     async def rerank(
-        self,
-        query: str,
-        documents: str | Sequence[str],
-        *,
-        top_n: int | None = None,
-        truncate: bool | None = None,
-        prompt_name: str | None = None,
+        self, query: str, documents: str | Sequence[str], **options: Unpack[RerankKwargs]
     ) -> list[Ranked]:
-        call = rerank_call(query, documents, top_n, truncate, prompt_name)
-        requests = call.split(await self.max_batch_size(self.model))
-        parts = await self._gather(self.model, requests, call.parameters, output=SCORE_OUTPUT)
-        return call.ranked(parts)
+        return await self._run(rerank_call(self.model, query, documents, **options))
 
     async def embed_sparse(
         self, texts: str | Sequence[str], **options: Unpack[SparseKwargs]
     ) -> list[SparseRow]:
-        call = sparse_call(texts, SparseOptions(**options))
-        requests = call.split(await self.max_batch_size(self.model))
-        parameters = call.options.parameters()
-        return call.rows(await self._gather(self.model, requests, parameters, SPARSE_OUTPUT))
+        return await self._run(sparse_call(self.model, texts, SparseOptions(**options)))
 
     async def max_batch_size(self, model: str) -> int:
         if model not in self._limits:
@@ -199,23 +176,14 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
     async def is_ready(self) -> bool:
         return await self._transport.is_ready()
 
-    async def _run(self, plan: Plan) -> np.ndarray:
-        requests = plan.split(await self.max_batch_size(plan.model))
-        parts = await self._gather(plan.model, requests, plan.options.parameters())
-        return assemble(parts, plan.options.dtype)
+    async def _run(self, call: Call[Result]) -> Result:
+        requests = call.split(await self.max_batch_size(call.model))
+        return call.finish(await self._gather(call, requests))
 
-    async def _gather(
-        self,
-        model: str,
-        requests: list[Request],
-        parameters: Parameters,
-        output: str = transport.OUTPUT,
-    ) -> list[np.ndarray]:
+    async def _gather(self, call: Call[Any], requests: list[Request]) -> list[np.ndarray]:
         """Every request's output, all in flight at once, in order."""
         tasks = [
-            asyncio.ensure_future(
-                self._transport.infer(model, request, parameters, self._headers, output)
-            )
+            asyncio.ensure_future(self._transport.infer(call, request, self._headers))
             for request in requests
         ]
         # One failed request fails the call, once the others have ended: a

@@ -18,7 +18,7 @@ import tritonclient.http as httpclient
 
 from embedding_client.base import ClientBase
 from embedding_client.batching import Request
-from embedding_client.decode import assemble
+from embedding_client.call import Call, Result
 from embedding_client.errors import (
     RETRY_AFTER,
     EmbeddingError,
@@ -28,21 +28,20 @@ from embedding_client.errors import (
 from embedding_client.options import (
     EmbedKwargs,
     EmbedOptions,
-    Parameters,
+    RerankKwargs,
     SparseKwargs,
     SparseOptions,
 )
-from embedding_client.plan import Plan, batch_limit
-from embedding_client.rerank import SCORE_OUTPUT, Ranked, rerank_call
+from embedding_client.plan import batch_limit
+from embedding_client.rerank import Ranked, rerank_call
 from embedding_client.retry import Retrier
-from embedding_client.sparse import SPARSE_OUTPUT, SparseRow, sparse_call
+from embedding_client.sparse import SparseRow, sparse_call
 from embedding_client.transport import (
-    OUTPUT,
     Connection,
     Headers,
     Protocol,
     grpc_call_options,
-    infer_inputs,
+    infer,
 )
 
 
@@ -54,7 +53,7 @@ class _GrpcTransport:
         self._pool = ThreadPoolExecutor(
             connection.max_in_flight, thread_name_prefix="embedding-client"
         )
-        self._call = grpc_call_options(connection)
+        self._infer_options = grpc_call_options(connection)
         self._timeout_s = connection.timeout_s
         self._retrier = Retrier(connection.retry)
 
@@ -69,29 +68,17 @@ class _GrpcTransport:
         return self._retrier.run(attempt)
 
     def infer_all(
-        self,
-        model: str,
-        requests: list[Request],
-        parameters: Parameters,
-        headers: Headers,
-        output: str = OUTPUT,
+        self, call: Call[Any], requests: list[Request], headers: Headers
     ) -> list[np.ndarray]:
-        infer = partial(self._infer, model, parameters, headers, output)
-        return list(self._pool.map(infer, requests))
+        return list(self._pool.map(partial(self._infer, call, headers), requests))
 
-    def _infer(
-        self, model: str, parameters: Parameters, headers: Headers, output: str, request: Request
-    ) -> np.ndarray:
+    def _infer(self, call: Call[Any], headers: Headers, request: Request) -> np.ndarray:
         def attempt() -> np.ndarray:
             with triton_errors():
-                result = self._client.infer(
-                    model,
-                    infer_inputs(grpcclient, request),
-                    parameters=parameters,
-                    headers=headers,
-                    **self._call,
+                result = infer(
+                    self._client, grpcclient, call, request, headers, self._infer_options
                 )
-            return result.as_numpy(output)
+            return result.as_numpy(call.output)
 
         return self._retrier.run(attempt)
 
@@ -133,7 +120,7 @@ class _HttpTransport:
             network_timeout=connection.timeout_s,
         )
         self._pool = gevent.pool.Pool(connection.max_in_flight)
-        self._priority = connection.priority
+        self._infer_options = {"priority": connection.priority}
         self._retrier = Retrier(connection.retry)
 
     def model_config(self, model: str, headers: Headers) -> dict[str, Any]:
@@ -144,23 +131,14 @@ class _HttpTransport:
         return self._retrier.run(attempt)
 
     def infer_all(
-        self,
-        model: str,
-        requests: list[Request],
-        parameters: Parameters,
-        headers: Headers,
-        output: str = OUTPUT,
+        self, call: Call[Any], requests: list[Request], headers: Headers
     ) -> list[np.ndarray]:
         def attempt(request: Request) -> np.ndarray:
             with triton_errors():
-                result = self._client.infer(
-                    model,
-                    infer_inputs(httpclient, request),
-                    parameters=parameters,
-                    headers=headers,
-                    priority=self._priority,
+                result = infer(
+                    self._client, httpclient, call, request, headers, self._infer_options
                 )
-            return result.as_numpy(output)
+            return result.as_numpy(call.output)
 
         def first(request: Request) -> np.ndarray | EmbeddingError:
             # Returned, not raised: gevent prints a greenlet's exception.
@@ -213,37 +191,21 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
         return self._run(self._planner.token_rows(rows, EmbedOptions(**options)))
 
     def rerank(
-        self,
-        query: str,
-        documents: str | Sequence[str],
-        *,
-        top_n: int | None = None,
-        truncate: bool | None = None,
-        prompt_name: str | None = None,
+        self, query: str, documents: str | Sequence[str], **options: Unpack[RerankKwargs]
     ) -> list[Ranked]:
         """The documents ranked by relevance to `query`, highest first, top_n
         of them (all by default); the client's model must be a reranker.
         truncate=False refuses a pair over the model's max length instead of
         cutting it; prompt_name puts one of the model's prompts before the
         query (its default prompt, if it has one, goes there unasked)."""
-        call = rerank_call(query, documents, top_n, truncate, prompt_name)
-        requests = call.split(self.max_batch_size(self.model))
-        parts = self._transport.infer_all(
-            self.model, requests, call.parameters, self._headers, SCORE_OUTPUT
-        )
-        return call.ranked(parts)
+        return self._run(rerank_call(self.model, query, documents, **options))
 
     def embed_sparse(
         self, texts: str | Sequence[str], **options: Unpack[SparseKwargs]
     ) -> list[SparseRow]:
         """Each text's active vocabulary entries; the client's model must be
         a sparse encoder. max_active_dims keeps that many of the largest."""
-        call = sparse_call(texts, SparseOptions(**options))
-        requests = call.split(self.max_batch_size(self.model))
-        parts = self._transport.infer_all(
-            self.model, requests, call.options.parameters(), self._headers, SPARSE_OUTPUT
-        )
-        return call.rows(parts)
+        return self._run(sparse_call(self.model, texts, SparseOptions(**options)))
 
     def max_batch_size(self, model: str) -> int:
         if model not in self._limits:
@@ -251,11 +213,9 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
             self._limits[model] = batch_limit(model, config)
         return self._limits[model]
 
-    def _run(self, plan: Plan) -> np.ndarray:
-        requests = plan.split(self.max_batch_size(plan.model))
-        parameters = plan.options.parameters()
-        parts = self._transport.infer_all(plan.model, requests, parameters, self._headers)
-        return assemble(parts, plan.options.dtype)
+    def _run(self, call: Call[Result]) -> Result:
+        requests = call.split(self.max_batch_size(call.model))
+        return call.finish(self._transport.infer_all(call, requests, self._headers))
 
     def close(self) -> None:
         self._transport.close()

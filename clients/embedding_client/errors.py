@@ -11,6 +11,8 @@ from contextvars import ContextVar
 
 from tritonclient.utils import InferenceServerException
 
+from embedding_client.declaration import DECLARATION
+
 # gRPC status codes as tritonclient spells them, and HTTP status codes.
 # Triton rejects a request its full queue or its queue deadline turns away
 # with UNAVAILABLE (503); DEADLINE_EXCEEDED is this client's own timeout.
@@ -28,12 +30,13 @@ _UNAVAILABLE = {
 }
 
 
-# The service's stable error kinds (model_common/model_common/errors.py and
-# docs/contract.md, "Errors: stable kinds"): an error message names its kind
-# first and, for a bad request parameter, the parameter, as in
-# "invalid_parameter 'dimensions': 999 is outside 1..384". Triton may put
-# its own words in front, so the kind is searched for, not matched at 0.
-ERROR_KINDS = ("invalid_parameter", "invalid_input", "input_too_large")
+# The service's stable error kinds, the models' and the edge's refusals'
+# (the declaration's error_kinds; docs/contract.md, "Errors: stable kinds"):
+# an error message names its kind first and, for a bad request parameter,
+# the parameter, as in "invalid_parameter 'dimensions': 999 is outside
+# 1..384". Triton may put its own words in front, so the kind is searched
+# for, not matched at 0.
+ERROR_KINDS: tuple[str, ...] = tuple(kind["name"] for kind in DECLARATION["error_kinds"])
 _KIND = re.compile(rf"\b({'|'.join(ERROR_KINDS)})(?: '(\w+)')?: ")
 
 

@@ -121,6 +121,15 @@ class SparseKwargs(TextKwargs, total=False):
     max_active_dims: int | None
 
 
+class RerankKwargs(TypedDict, total=False):
+    """The keyword options of rerank: top_n (RERANK_OPTIONS) and the text
+    options a pair takes."""
+
+    top_n: int | None
+    truncate: bool | None
+    prompt_name: str | None
+
+
 def invalid(parameter: str, detail: str) -> InvalidInputError:
     """Worded like the server's errors, so `kind` and `parameter` read alike."""
     return InvalidInputError(f"invalid_parameter '{parameter}': {detail}")

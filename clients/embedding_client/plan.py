@@ -1,5 +1,6 @@
-"""What one embedding call sends, shared by the sync and asyncio clients:
-the model, how to split the input for a given max batch size, the options.
+"""The embedding calls (call.py), shared by the sync and asyncio clients:
+the entry point, how to split the input for a given max batch size, the
+options, and the rows decoded in their dtype.
 
 Each model the server serves has two entry points: its name takes texts,
 and `{name}_tokens` takes token ids (`embed` and `embed_tokens`)."""
@@ -12,6 +13,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from embedding_client.batching import (
     Request,
     checked_texts,
@@ -21,9 +24,12 @@ from embedding_client.batching import (
     split_token_arrays,
     split_token_rows,
 )
+from embedding_client.call import Call
+from embedding_client.decode import assemble
 from embedding_client.errors import InvalidInputError, ServerError
 from embedding_client.options import EmbedOptions
 from embedding_client.tokenization import ClientTokenizer
+from embedding_client.transport import OUTPUT
 
 TOKENS_SUFFIX = "_tokens"
 
@@ -33,11 +39,11 @@ def tokens_model_name(model: str) -> str:
     return model + TOKENS_SUFFIX
 
 
-@dataclass(frozen=True)
-class Plan:
-    model: str
-    split: Callable[[int], list[Request]]
-    options: EmbedOptions
+def embedding_call(
+    model: str, split: Callable[[int], list[Request]], options: EmbedOptions
+) -> Call[np.ndarray]:
+    """Rows of the options' dtype from `model`, [N, k]."""
+    return Call(model, options.parameters(), OUTPUT, split, partial(assemble, dtype=options.dtype))
 
 
 @dataclass(frozen=True)
@@ -49,24 +55,25 @@ class Planner:
     def tokens_model(self) -> str:
         return tokens_model_name(self.text_model)
 
-    def texts(self, texts: str | Sequence[str], options: EmbedOptions) -> Plan:
+    def texts(self, texts: str | Sequence[str], options: EmbedOptions) -> Call[np.ndarray]:
         """Texts go to the text entry point when the call sets a text option
         (a prompt, the truncation), which only the server's tokenizer applies."""
         items = checked_texts(texts)
         if self.tokenizer is not None and not options.text_options:
             return self.token_rows(self.tokenizer.encode(items), options)
-        return Plan(self.text_model, partial(split_texts, items), options)
+        return embedding_call(self.text_model, partial(split_texts, items), options)
 
-    def token_rows(self, rows: Sequence[Sequence[int]], options: EmbedOptions) -> Plan:
+    def token_rows(self, rows: Sequence[Sequence[int]], options: EmbedOptions) -> Call[np.ndarray]:
         _no_text_options(options)
-        return Plan(self.tokens_model, partial(split_token_rows, checked_token_rows(rows)), options)
+        split = partial(split_token_rows, checked_token_rows(rows))
+        return embedding_call(self.tokens_model, split, options)
 
     def token_arrays(
         self, input_ids: object, attention_mask: object, options: EmbedOptions
-    ) -> Plan:
+    ) -> Call[np.ndarray]:
         _no_text_options(options)
         ids, mask = checked_token_arrays(input_ids, attention_mask)
-        return Plan(self.tokens_model, partial(split_token_arrays, ids, mask), options)
+        return embedding_call(self.tokens_model, partial(split_token_arrays, ids, mask), options)
 
 
 def _no_text_options(options: EmbedOptions) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from embedding_client.batching import Request, Tensor, checked_texts, spans
+from embedding_client.call import Call
 from embedding_client.errors import InvalidInputError
 from embedding_client.options import RERANK_OPTIONS, Parameters, TextOptions
 
@@ -27,34 +29,15 @@ class Ranked:
     relevance_score: float
 
 
-@dataclass(frozen=True)
-class RerankCall:
-    query: str
-    documents: list[str]
-    top_n: int | None
-    parameters: Parameters
-
-    def split(self, limit: int) -> list[Request]:
-        """Requests of at most `limit` pairs: the query repeated per row."""
-        return [
-            _pairs_request(self.query, self.documents[span])
-            for span in spans(len(self.documents), limit)
-        ]
-
-    def ranked(self, parts: Sequence[np.ndarray]) -> list[Ranked]:
-        """The documents by score, highest first (ties by index), top_n of them."""
-        scores = np.concatenate([part.reshape(-1) for part in parts])
-        order = np.argsort(-scores, kind="stable")[: self.top_n]
-        return [Ranked(int(index), float(scores[index])) for index in order]
-
-
 def rerank_call(
+    model: str,
     query: str,
     documents: str | Sequence[str],
-    top_n: int | None,
-    truncate: bool | None,
-    prompt_name: str | None,
-) -> RerankCall:
+    *,
+    top_n: int | None = None,
+    truncate: bool | None = None,
+    prompt_name: str | None = None,
+) -> Call[list[Ranked]]:
     """The call, or InvalidInputError naming what is wrong with it. Which
     prompt names exist is the server's to say, per model."""
     if not isinstance(query, str) or not query.strip():
@@ -65,10 +48,23 @@ def rerank_call(
         raise InvalidInputError(f"top_n {problem}")
     options = TextOptions(prompt_name=prompt_name, truncate=truncate)
     parameters: Parameters = {name: getattr(options, name) for name in options.text_options}
-    return RerankCall(query, items, top_n, parameters)
+    split = partial(_pairs_requests, query, items)
+    return Call(model, parameters, SCORE_OUTPUT, split, partial(_ranked, top_n))
+
+
+def _pairs_requests(query: str, documents: list[str], limit: int) -> list[Request]:
+    """Requests of at most `limit` pairs: the query repeated per row."""
+    return [_pairs_request(query, documents[span]) for span in spans(len(documents), limit)]
 
 
 def _pairs_request(query: str, documents: Sequence[str]) -> Request:
     queries = np.full((len(documents), 1), query.encode("utf-8"), dtype=np.object_)
     texts = np.array([[document.encode("utf-8")] for document in documents], dtype=np.object_)
     return [Tensor("QUERY", queries, "BYTES"), Tensor("TEXT", texts, "BYTES")]
+
+
+def _ranked(top_n: int | None, parts: Sequence[np.ndarray]) -> list[Ranked]:
+    """The documents by score, highest first (ties by index), top_n of them."""
+    scores = np.concatenate([part.reshape(-1) for part in parts])
+    order = np.argsort(-scores, kind="stable")[:top_n]
+    return [Ranked(int(index), float(scores[index])) for index in order]

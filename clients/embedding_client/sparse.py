@@ -6,12 +6,13 @@ the sparse rows that come back decoded as views of the received bytes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 
-from embedding_client.batching import Request, checked_texts, split_texts
+from embedding_client.batching import checked_texts, split_texts
+from embedding_client.call import Call
 from embedding_client.decode import decode_sparse_rows
 from embedding_client.options import SparseOptions
 
@@ -26,23 +27,19 @@ class SparseRow(NamedTuple):
     values: np.ndarray  # float32, or float16 with dtype="float16"
 
 
-@dataclass(frozen=True)
-class SparseCall:
-    texts: list[str]
-    options: SparseOptions
-
-    def split(self, limit: int) -> list[Request]:
-        return split_texts(self.texts, limit)
-
-    def rows(self, parts: Sequence[np.ndarray]) -> list[SparseRow]:
-        """Each text's row, in order, from each request's answer."""
-        return [
-            SparseRow(indices, values)
-            for part in parts
-            for indices, values in decode_sparse_rows(part, self.options.dtype)
-        ]
-
-
-def sparse_call(texts: str | Sequence[str], options: SparseOptions) -> SparseCall:
+def sparse_call(
+    model: str, texts: str | Sequence[str], options: SparseOptions
+) -> Call[list[SparseRow]]:
     """The call, or InvalidInputError naming what is wrong with it."""
-    return SparseCall(checked_texts(texts), options)
+    split = partial(split_texts, checked_texts(texts))
+    rows = partial(_rows, options.dtype)
+    return Call(model, options.parameters(), SPARSE_OUTPUT, split, rows)
+
+
+def _rows(dtype: str, parts: Sequence[np.ndarray]) -> list[SparseRow]:
+    """Each text's row, in order, from each request's answer."""
+    return [
+        SparseRow(indices, values)
+        for part in parts
+        for indices, values in decode_sparse_rows(part, dtype)
+    ]

@@ -1,5 +1,6 @@
-"""What the sync and asyncio transports share: tensors as tritonclient
-inputs (tritonclient.grpc and tritonclient.http spell them alike)."""
+"""What the sync and asyncio transports share: a call's request sent with
+tritonclient (tritonclient.grpc and tritonclient.http, and their asyncio
+clients, spell it alike)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from embedding_client.batching import Request
+from embedding_client.call import Call
 from embedding_client.retry import RetryPolicy
 
 OUTPUT = "EMBEDDING"
@@ -44,6 +46,26 @@ def infer_inputs(module: ModuleType, request: Request) -> list[Any]:
         item.set_data_from_numpy(tensor.data)
         inputs.append(item)
     return inputs
+
+
+def infer(
+    client: Any,
+    module: ModuleType,
+    call: Call[Any],
+    request: Request,
+    headers: Headers,
+    options: dict[str, Any],
+) -> Any:
+    """One request of `call` sent with tritonclient's `client` (`module`:
+    the tritonclient module whose inputs it takes; `options`: the client's
+    own keyword arguments): its result, or the asyncio client's awaitable."""
+    return client.infer(
+        call.model,
+        infer_inputs(module, request),
+        parameters=call.parameters,
+        headers=headers,
+        **options,
+    )
 
 
 def unknown_protocol(protocol: str) -> ValueError:

@@ -9,19 +9,19 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import orjson
 from aiohttp import web
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.tokenization import ClientTokenizer
 
+from embedding_gateway.catalog import GatewayModel
 from embedding_gateway.errors import Api, ApiError
 from embedding_gateway.logs import HEALTH_PREFIX, failure_fields
 from embedding_gateway.openapi import openapi_document
 from embedding_gateway.otlp import SpanExporter
-from embedding_gateway.routes import OPENAPI_PATH, PATH_APIS, ROUTES, Health
-from embedding_gateway.service import Body, Caller, EmbeddingsService, ServedModel
+from embedding_gateway.routes import COHERE_VERSIONS, OPENAPI_PATH, PATH_APIS, ROUTES, Health
+from embedding_gateway.service import Body, Caller, EmbeddingsService
 from embedding_gateway.trace_context import TRACE_ID_HEADER, read_trace_context
 from embedding_gateway.tracing import (
     METHOD_ATTRIBUTE,
@@ -49,17 +49,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class GatewayModel:
-    """A model the gateway serves: `name` is both its OpenAI model and its
-    Triton model; `tokenizer` is its tokenizer.json."""
-
-    name: str
-    tokenizer: Path
-
-
-@dataclass(frozen=True)
 class GatewaySettings:
     triton_url: str
+    # Every model it serves, of every task.
     models: tuple[GatewayModel, ...]
     api_key: str | None = None
     max_in_flight: int = 64
@@ -67,10 +59,6 @@ class GatewaySettings:
     # Pass each client's own key on to a server with tenants, whose edge
     # checks it, instead of checking one key here.
     forward_api_key: bool = False
-    # Rerankers and sparse encoders, by Triton name: they take texts, so no
-    # tokenizer here.
-    rerankers: tuple[str, ...] = ()
-    sparse: tuple[str, ...] = ()
     # The gateway's own spans (tracing.py); None: none.
     tracing: TraceSettings | None = None
 
@@ -83,8 +71,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
         "/v1/embeddings": _create_embeddings,
         "/v1/models": _list_models,
         "/v1/models/{model}": _retrieve_model,
-        "/v1/rerank": partial(_rerank, "1"),
-        "/v2/rerank": partial(_rerank, "2"),
+        **{f"/v{version}/rerank": partial(_rerank, version) for version in COHERE_VERSIONS},
         "/rerank": partial(_rerank, ""),
         "/embed": partial(_tei, EmbeddingsService.tei_embed),
         "/": partial(_tei, EmbeddingsService.tei_embed),
@@ -114,29 +101,27 @@ async def _tracer(tracing: TraceSettings | None, app: web.Application) -> AsyncI
 async def _service(settings: GatewaySettings, app: web.Application) -> AsyncIterator[None]:
     """The gRPC client belongs to the running event loop, so it is made here;
     the models share its connection and its bound on requests in flight."""
-    tokenizers = [ClientTokenizer.from_file(model.tokenizer) for model in settings.models]
+    tokenizers = {
+        model.name: ClientTokenizer.from_file(model.tokenizer)
+        for model in settings.models
+        if model.tokenizer is not None
+    }
     client = AsyncEmbeddingClient(
         settings.triton_url,
         "grpc",
         max_in_flight=settings.max_in_flight,
         priority=settings.priority,
     )
-    models = [
-        ServedModel(model.name, tokenizer, client.with_model(model.name))
-        for model, tokenizer in zip(settings.models, tokenizers, strict=True)
-    ]
     app[SERVICE] = EmbeddingsService(
         client,
-        models,
+        {model.name: model.task for model in settings.models},
+        tokenizers,
         settings.api_key,
         int(time.time()),
         forward_api_key=settings.forward_api_key,
-        rerankers={name: client.with_model(name) for name in settings.rerankers},
-        sparse={name: client.with_model(name) for name in settings.sparse},
     )
-    app[DOCUMENT] = orjson.dumps(
-        openapi_document(app[SERVICE].tasks, bool(settings.api_key or settings.forward_api_key))
-    )
+    keyed = bool(settings.api_key or settings.forward_api_key)
+    app[DOCUMENT] = orjson.dumps(openapi_document(app[SERVICE].served.tasks, keyed))
     yield
     await client.close()
 

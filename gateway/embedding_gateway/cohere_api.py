@@ -7,10 +7,10 @@ worded (refusals.py) and the OpenAPI document written (openapi.py)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
 from typing import Annotated, NotRequired
 
 import orjson
+from embedding_catalog.tasks import RERANK
 from embedding_client.options import RERANK_OPTIONS
 from embedding_client.rerank import Ranked
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag
@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 from embedding_gateway.fields import STRICT, Phrase, option_type
 from embedding_gateway.refusals import PLAIN_WORDS, parse
 from embedding_gateway.reranking import Query, RerankCall, document_list
-from embedding_gateway.served_models import pick_model
+from embedding_gateway.served_models import ServedModels
 
 
 class DocumentObject(BaseModel):
@@ -87,14 +87,10 @@ class CohereRerankResponse(TypedDict):
     meta: CohereMeta
 
 
-def parse_cohere_rerank(
-    body: bytes, rerankers: Sequence[str], tasks: Mapping[str, str]
-) -> RerankCall:
-    """rerankers: the gateway's reranker names; tasks: every model it serves,
-    by name, for a message naming the task of a model that is not one."""
+def parse_cohere_rerank(body: bytes, served: ServedModels) -> RerankCall:
     request = parse(CohereRerankRequest, body, PLAIN_WORDS)
     texts = [item if isinstance(item, str) else item.text for item in request.documents]
-    model = pick_model(request.model, rerankers, tasks, "rerank")
+    model = served.pick(request.model, RERANK.name)
     return RerankCall(model, request.query, texts, request.top_n, request.return_documents, None)
 
 

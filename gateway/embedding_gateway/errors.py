@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import orjson
@@ -27,12 +28,42 @@ RETRY_AFTER_S = 1
 # Triton knows no model of that name: one this gateway serves is missing from
 # Triton's catalog, or the server is stopping (it unloads its models first).
 _UNKNOWN_MODEL = "StatusCode.NOT_FOUND"
-# The service's error kinds (embedding_client.errors.ERROR_KINDS) as
-# OpenAI error codes.
-_CODES = {
-    "invalid_parameter": "invalid_value",
-    "invalid_input": "invalid_value",
-    "input_too_large": "context_length_exceeded",
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """How the gateway answers an error of one kind: its status, OpenAI's
+    type and code, the words before the service's message, and the field
+    it names where the message names none."""
+
+    status: int
+    code: str
+    type: str = "invalid_request_error"
+    lead: str = ""
+    param: str | None = None
+
+
+# Each of the service's error kinds (embedding_client.errors.ERROR_KINDS):
+# the models' as the request's mistakes, the edge's as it refused the key
+# forwarded (--forward-api-key), the model for that key, its quota, or
+# failed; an error without a kind answered as the kind its status is.
+ANSWERS = {
+    "invalid_parameter": _Answer(400, "invalid_value"),
+    "invalid_input": _Answer(400, "invalid_value"),
+    "input_too_large": _Answer(400, "context_length_exceeded"),
+    "unauthenticated": _Answer(401, "invalid_api_key"),
+    "permission_denied": _Answer(403, "model_not_permitted", param="model"),
+    "quota_exceeded": _Answer(
+        429, "rate_limit_exceeded", "rate_limit_error", "Triton is overloaded, retry later: "
+    ),
+    "unavailable": _Answer(
+        503,
+        "service_unavailable",
+        "server_error",
+        "Triton is unavailable or overloaded, retry later: ",
+    ),
+    # The edge failed, or Triton: the gateway's upstream.
+    "internal": _Answer(502, "upstream_error", "server_error", "Triton failed: "),
 }
 
 
@@ -114,30 +145,23 @@ def from_embedding_error(error: EmbeddingError, model: str | None = None) -> Api
             param="model",
             code="model_not_available",
         )
-    if isinstance(error, AccessError):
-        # The edge of a server with tenants refused the forwarded key or the
-        # model for it.
-        if error.unauthenticated:
-            return ApiError(401, error.message, code="invalid_api_key")
-        return ApiError(403, error.message, param="model", code="model_not_permitted")
-    if isinstance(error, InvalidInputError):
-        return bad_request(
-            error.message, error.parameter, _CODES.get(error.kind or "", "invalid_value")
-        )
-    if isinstance(error, UnavailableError):
-        if error.status in _RATE_LIMITED:
-            return ApiError(
-                429,
-                f"Triton is overloaded, retry later: {error.message}",
-                type="rate_limit_error",
-                code="rate_limit_exceeded",
-            )
-        return ApiError(
-            503,
-            f"Triton is unavailable or overloaded, retry later: {error.message}",
-            type="server_error",
-            code="service_unavailable",
-        )
+    answer = ANSWERS[error.kind or _status_kind(error)]
     return ApiError(
-        502, f"Triton failed: {error.message}", type="server_error", code="upstream_error"
+        answer.status,
+        answer.lead + error.message,
+        type=answer.type,
+        param=error.parameter or answer.param,
+        code=answer.code,
     )
+
+
+def _status_kind(error: EmbeddingError) -> str:
+    """The kind of an error whose message names none (Triton's own, the
+    network's), by its status."""
+    if isinstance(error, InvalidInputError):
+        return "invalid_input"
+    if isinstance(error, AccessError):
+        return "unauthenticated" if error.unauthenticated else "permission_denied"
+    if isinstance(error, UnavailableError):
+        return "quota_exceeded" if error.status in _RATE_LIMITED else "unavailable"
+    return "internal"

@@ -36,7 +36,7 @@ from embedding_gateway.fields import (
     option_type,
 )
 from embedding_gateway.refusals import OPENAI_WORDS, parse
-from embedding_gateway.served_models import embedding_model
+from embedding_gateway.served_models import ServedModels
 
 # OpenAI's bound on inputs per request.
 MAX_INPUTS = 2048
@@ -164,18 +164,16 @@ class EmbeddingsCall:
 
 
 def parse_embeddings_request(
-    body: bytes, served: Mapping[str, TokenLimits], tasks: Mapping[str, str]
+    body: bytes, limits: Mapping[str, TokenLimits], served: ServedModels
 ) -> EmbeddingsCall:
-    """served: the limits of each embedding model this gateway serves, by
-    name; tasks: every model it serves, by name, for a message naming the
-    task of one that does not embed."""
+    """limits: those of each embedding model this gateway serves, by name."""
     request = parse(EmbeddingsRequest, body, OPENAI_WORDS)
-    model = embedding_model(request.model, list(served), tasks)
+    model = served.embedding_model(request.model)
     options = TextKwargs()
     for name in _TEXT:
         if getattr(request, name) is not None:
             options[name] = getattr(request, name)  # type: ignore[literal-required]
-    texts, rows = _texts_or_rows(request.input, served[model])
+    texts, rows = _texts_or_rows(request.input, limits[model])
     if rows and options:
         field = next(iter(options))
         raise bad_request(

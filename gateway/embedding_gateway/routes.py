@@ -30,6 +30,8 @@ from embedding_gateway.tei_api import (
 )
 
 OPENAPI_PATH = "/openapi.json"
+# The versions of Cohere's rerank API, each at its own path (/v1/rerank).
+COHERE_VERSIONS = ("1", "2")
 
 
 class Health(TypedDict):
@@ -65,23 +67,17 @@ ROUTES = (
     ),
     Route("GET", "/v1/models", "openai", "OpenAI's list of the models served", ModelList),
     Route("GET", "/v1/models/{model}", "openai", "OpenAI's model object of one", ModelObject),
-    Route(
-        "POST",
-        "/v1/rerank",
-        "cohere",
-        "Cohere's rerank, v1",
-        CohereRerankResponse,
-        CohereRerankRequest,
-        "rerank",
-    ),
-    Route(
-        "POST",
-        "/v2/rerank",
-        "cohere",
-        "Cohere's rerank, v2",
-        CohereRerankResponse,
-        CohereRerankRequest,
-        "rerank",
+    *(
+        Route(
+            "POST",
+            f"/v{version}/rerank",
+            "cohere",
+            f"Cohere's rerank, v{version}",
+            CohereRerankResponse,
+            CohereRerankRequest,
+            "rerank",
+        )
+        for version in COHERE_VERSIONS
     ),
     Route("POST", "/rerank", "tei", "TEI's rerank", TeiRanks, TeiRerankRequest, "rerank"),
     Route("POST", "/embed", "tei", "TEI's embed", TeiEmbeddings, TeiEmbedRequest, "embed"),
@@ -102,3 +98,8 @@ ROUTES = (
 )
 # Each path's API, for the error body of any answer on it (a 405 included).
 PATH_APIS: dict[str, Api] = {route.path: route.api for route in ROUTES}
+# The route a message names for a task: the first that serves it (read in
+# reverse, so that it is the last written).
+TASK_ROUTES: dict[str, str] = {
+    route.task: route.path for route in reversed(ROUTES) if route.task is not None
+}

@@ -2,18 +2,24 @@
 which must be one of the gateway's embedding models, or Cohere's and TEI's
 optional `model`, without which the gateway's only model of the route's
 task serves. A name the gateway serves for another task is refused naming
-that task; a name it does not serve at all is a 404."""
+that task (and, for the OpenAI model, the route of its task); a name it
+does not serve at all is a 404. What a model of each task is called comes
+from the service's declaration of its tasks (embedding_catalog.tasks)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from embedding_catalog.tasks import EMBED, TASKS
 
 from embedding_gateway.errors import ApiError, bad_request
 
-# The kind of model each task's routes serve, for messages.
-KINDS = {"embed": "embedding model", "rerank": "reranker", "sparse": "sparse encoder"}
-# Where each task is served, for a message naming the route to call instead.
-TASK_ROUTES = {"embed": "/v1/embeddings", "rerank": "/v1/rerank", "sparse": "/embed_sparse"}
+
+def a_kind(task: str) -> str:
+    """What a model of the task is called, after its article: 'a reranker'."""
+    kind = TASKS[task].kind
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def model_not_found(model: str, served: Sequence[str]) -> ApiError:
@@ -26,43 +32,56 @@ def model_not_found(model: str, served: Sequence[str]) -> ApiError:
     )
 
 
-def embedding_model(model: str, names: Sequence[str], tasks: Mapping[str, str]) -> str:
-    """The OpenAI model of an embeddings request, among `names`, the
-    gateway's embedding models; tasks: every model it serves, by name."""
-    if model in names:
-        return model
-    if model in tasks:
-        raise bad_request(
-            f"The model '{model}' does not embed (its task is '{tasks[model]}'): call "
-            f"its task's route ({TASK_ROUTES[tasks[model]]})",
-            "model",
-        )
-    raise model_not_found(model, names)
+@dataclass(frozen=True)
+class ServedModels:
+    """Every model the gateway serves, by name, with its task; `routes`:
+    the route that serves each task, for a message naming it."""
 
+    tasks: Mapping[str, str]
+    routes: Mapping[str, str]
 
-def pick_model(value: str | None, names: Sequence[str], tasks: Mapping[str, str], task: str) -> str:
-    """The model a request names among `names`, the gateway's models of
-    `task`, or without a name the only one; tasks: every model the gateway
-    serves, by name, for a message naming the task of a model of another."""
-    kind = KINDS[task]
-    if value is None:
-        if len(names) == 1:
-            return names[0]
-        if not names:
-            raise ApiError(404, f"This gateway serves no {kind}", param="model")
-        listed = ", ".join(f"'{name}'" for name in names)
-        raise bad_request(f"'model' is required: this gateway serves several ({listed})", "model")
-    if value in names:
-        return value
-    if value in tasks:
-        article = "an" if kind[0] in "aeiou" else "a"
-        raise bad_request(
-            f"The model '{value}' is not {article} {kind} (its task is '{tasks[value]}')", "model"
+    def names(self, task: str) -> list[str]:
+        """The gateway's models of `task`."""
+        return [name for name, each in self.tasks.items() if each == task]
+
+    def embedding_model(self, model: str) -> str:
+        """The OpenAI model of an embeddings request."""
+        if self.tasks.get(model) == EMBED.name:
+            return model
+        task = self.tasks.get(model)
+        if task is not None:
+            raise bad_request(
+                f"The model '{model}' does not embed (its task is '{task}'): call "
+                f"its task's route ({self.routes[task]})",
+                "model",
+            )
+        raise model_not_found(model, self.names(EMBED.name))
+
+    def pick(self, value: str | None, task: str) -> str:
+        """The model a request names among the gateway's models of `task`,
+        or without a name the only one."""
+        names = self.names(task)
+        kind = TASKS[task].kind
+        if value is None:
+            if len(names) == 1:
+                return names[0]
+            if not names:
+                raise ApiError(404, f"This gateway serves no {kind}", param="model")
+            listed = ", ".join(f"'{name}'" for name in names)
+            raise bad_request(
+                f"'model' is required: this gateway serves several ({listed})", "model"
+            )
+        if value in names:
+            return value
+        if value in self.tasks:
+            raise bad_request(
+                f"The model '{value}' is not {a_kind(task)} (its task is '{self.tasks[value]}')",
+                "model",
+            )
+        listed = ", ".join(f"'{name}'" for name in names) or "none"
+        raise ApiError(
+            404,
+            f"The model '{value}' does not exist; this gateway's {kind}s: {listed}",
+            param="model",
+            code="model_not_found",
         )
-    listed = ", ".join(f"'{name}'" for name in names) or "none"
-    raise ApiError(
-        404,
-        f"The model '{value}' does not exist; this gateway's {kind}s: {listed}",
-        param="model",
-        code="model_not_found",
-    )

@@ -31,13 +31,16 @@ import argparse
 import logging
 import os
 import re
+from functools import partial
 from pathlib import Path
 
 from aiohttp import web
+from embedding_catalog.tasks import EMBED, RERANK, SPARSE
+from embedding_client.options import listed
 from embedding_client.tokenization import ClientTokenizer
 
-from embedding_gateway.app import GatewayModel, GatewaySettings, create_app
-from embedding_gateway.catalog import ExportFolders, gateway_catalog
+from embedding_gateway.app import GatewaySettings, create_app
+from embedding_gateway.catalog import ExportFolders, GatewayModel, gateway_catalog, tokenizes
 from embedding_gateway.logs import (
     ACCESS_LOGGER,
     DEFAULT_FORMAT,
@@ -45,11 +48,15 @@ from embedding_gateway.logs import (
     JsonAccessLogger,
     configure_logging,
 )
+from embedding_gateway.served_models import a_kind
 from embedding_gateway.tracing import add_tracing_arguments, settings_from_arguments
 
 API_KEY_VARIABLE = "EMBEDDING_GATEWAY_API_KEY"
 # Triton's model names (a folder name), which also fit in /v1/models/{model}.
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# The option that serves a model of each task, repeated for more: NAME,
+# or NAME=TOKENIZER_JSON where the gateway tokenizes the task's texts.
+MODEL_OPTIONS = {EMBED.name: "--model", RERANK.name: "--reranker", SPARSE.name: "--sparse"}
 
 
 def triton_name(value: str) -> str:
@@ -61,20 +68,28 @@ def triton_name(value: str) -> str:
     return value
 
 
-def model_argument(value: str) -> GatewayModel:
-    """NAME=TOKENIZER_JSON, for argparse."""
+def checked_tokenizer(model: GatewayModel) -> GatewayModel:
+    """The model, where it has no tokenizer.json or one that loads."""
+    if model.tokenizer is None:
+        return model
+    if not model.tokenizer.is_file():
+        raise argparse.ArgumentTypeError(f"{model.name}: {model.tokenizer}: no such file")
+    try:
+        ClientTokenizer.from_file(model.tokenizer)
+    except Exception as error:
+        raise argparse.ArgumentTypeError(f"{model.name}: {model.tokenizer}: {error}") from error
+    return model
+
+
+def model_argument(task: str, value: str) -> GatewayModel:
+    """A model of `task`, for argparse: NAME=TOKENIZER_JSON where the
+    gateway tokenizes the task's texts, NAME otherwise."""
+    if not tokenizes(task):
+        return GatewayModel(triton_name(value), None, task)
     name, separator, tokenizer = value.partition("=")
     if not separator or not tokenizer:
         raise argparse.ArgumentTypeError(f"{value!r} is not NAME=TOKENIZER_JSON")
-    triton_name(name)
-    path = Path(tokenizer)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{name}: {path}: no such file")
-    try:
-        ClientTokenizer.from_file(path)
-    except Exception as error:
-        raise argparse.ArgumentTypeError(f"{name}: {path}: {error}") from error
-    return GatewayModel(name, path)
+    return checked_tokenizer(GatewayModel(triton_name(name), Path(tokenizer), task))
 
 
 def _add_catalog(args: argparse.Namespace, path: Path) -> str | None:
@@ -84,38 +99,26 @@ def _add_catalog(args: argparse.Namespace, path: Path) -> str | None:
     if isinstance(catalog, str):
         return catalog
     try:
-        args.models += [model_argument(f"{name}={tokenizer}") for name, tokenizer in catalog.models]
+        args.models = [*args.models, *(checked_tokenizer(model) for model in catalog)]
     except argparse.ArgumentTypeError as error:
         return str(error)
-    args.rerankers += catalog.rerankers
-    args.sparse += catalog.sparse
     return None
 
 
 def _add_models(parser: argparse.ArgumentParser) -> None:
     """What to serve: models one by one, or a catalog's."""
-    parser.add_argument(
-        "--model",
-        dest="models",
-        type=model_argument,
-        action="append",
-        default=[],
-        metavar="NAME=TOKENIZER_JSON",
-        help="an embedding model to serve: its Triton name, also its OpenAI name, and its "
-        "tokenizer.json (repeat for more models)",
-    )
-    for option, dest, what in (
-        ("--reranker", "rerankers", "a reranker"),
-        ("--sparse", "sparse", "a sparse encoder"),
-    ):
+    for task, option in MODEL_OPTIONS.items():
+        tokenized = tokenizes(task)
         parser.add_argument(
             option,
-            dest=dest,
-            type=triton_name,
+            dest="models",
+            type=partial(model_argument, task),
             action="append",
             default=[],
-            metavar="NAME",
-            help=f"{what} to serve, by its Triton name (repeat for more)",
+            metavar="NAME=TOKENIZER_JSON" if tokenized else "NAME",
+            help=f"{a_kind(task)} to serve: its Triton name, which requests call it by"
+            + (", and its tokenizer.json" if tokenized else "")
+            + " (repeat for more)",
         )
     parser.add_argument(
         "--catalog",
@@ -198,9 +201,9 @@ def settings_from(
         refusal = _add_catalog(args, args.catalog)
         if refusal:
             parser.error(refusal)
-    names = [model.name for model in args.models] + args.rerankers + args.sparse
+    names = [model.name for model in args.models]
     if not names:
-        parser.error("give at least one --model, --reranker or --sparse")
+        parser.error(f"give at least one {listed(list(MODEL_OPTIONS.values()))}")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         parser.error(f"the model {repeated[0]} is given more than once")
@@ -216,8 +219,6 @@ def settings_from(
         args.max_in_flight,
         args.priority,
         args.forward_api_key,
-        tuple(args.rerankers),
-        tuple(args.sparse),
         settings_from_arguments(args),
     )
     return settings, args.host, args.port
@@ -228,12 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings, host, port = settings_from(parser, args)
     configure_logging(args.log_format)
-    names = ", ".join(
-        repr(name)
-        for name in [m.name for m in settings.models]
-        + list(settings.rerankers)
-        + list(settings.sparse)
-    )
+    names = ", ".join(repr(model.name) for model in settings.models)
     started = (
         f"http://{host}:{port}/v1 -> Triton gRPC {settings.triton_url}, "
         f"models {names}, priority {settings.priority}, "

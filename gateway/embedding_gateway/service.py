@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import orjson
+from embedding_catalog.tasks import EMBED, SPARSE
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.errors import EmbeddingError
 from embedding_client.plan import tokens_model_name
@@ -28,7 +29,8 @@ from embedding_gateway.openai_api import (
     render_embeddings,
     render_models,
 )
-from embedding_gateway.served_models import model_not_found
+from embedding_gateway.routes import TASK_ROUTES
+from embedding_gateway.served_models import ServedModels, model_not_found
 from embedding_gateway.tei_api import (
     parse_tei_embed,
     parse_tei_rerank,
@@ -59,20 +61,6 @@ class Caller:
 NO_CALLER = Caller()
 
 
-@dataclass(frozen=True)
-class ServedModel:
-    """One model of the gateway: its OpenAI name is its Triton name, `client`
-    is bound to it (texts to `name`, ids to `{name}_tokens`)."""
-
-    name: str
-    tokenizer: ClientTokenizer
-    client: AsyncEmbeddingClient
-
-    @property
-    def limits(self) -> TokenLimits:
-        return TokenLimits(self.tokenizer.max_length, self.tokenizer.vocab_size)
-
-
 class EmbeddingsService:
     """Texts are tokenized here, once: the ids give usage.prompt_tokens and go
     to Triton's `{model}_tokens`, so Triton does not tokenize them again. A
@@ -83,35 +71,34 @@ class EmbeddingsService:
     def __init__(
         self,
         client: AsyncEmbeddingClient,
-        models: Sequence[ServedModel],
+        tasks: Mapping[str, str],
+        tokenizers: Mapping[str, ClientTokenizer],
         api_key: str | None,
         created: int,
         *,
         forward_api_key: bool = False,
-        rerankers: Mapping[str, AsyncEmbeddingClient] | None = None,
-        sparse: Mapping[str, AsyncEmbeddingClient] | None = None,
     ) -> None:
-        """rerankers, sparse: a client bound to each reranker and sparse
-        encoder, by name; created: when the models were first served
-        (OpenAI's model objects carry it)."""
+        """tasks: every model the gateway serves, by name (its OpenAI name is
+        its Triton name), with its task; tokenizers: those of the models
+        whose texts it tokenizes, the embedding models; created: when the
+        models were first served (OpenAI's model objects carry it)."""
         self._client = client
         self._created = created
         self._forward_api_key = forward_api_key
-        self._models = {model.name: model for model in models}
-        self._limits = {model.name: model.limits for model in models}
-        self._rerankers = dict(rerankers or {})
-        self._sparse = dict(sparse or {})
-        self._tasks = (
-            dict.fromkeys(self._models, "embed")
-            | dict.fromkeys(self._rerankers, "rerank")
-            | dict.fromkeys(self._sparse, "sparse")
-        )
+        # Each bound to its model: texts to `name`, ids to `{name}_tokens`.
+        self._clients = {name: client.with_model(name) for name in tasks}
+        self._tokenizers = dict(tokenizers)
+        self._limits = {
+            name: TokenLimits(tokenizer.max_length, tokenizer.vocab_size)
+            for name, tokenizer in tokenizers.items()
+        }
+        self._served = ServedModels(dict(tasks), TASK_ROUTES)
         self._api_key = api_key.encode() if api_key else None
 
     @property
-    def tasks(self) -> Mapping[str, str]:
+    def served(self) -> ServedModels:
         """Every model the gateway serves, by name, with its task."""
-        return self._tasks
+        return self._served
 
     def authorize(self, authorization: str | None) -> None:
         if self._api_key is None:
@@ -129,98 +116,84 @@ class EmbeddingsService:
     async def create_embeddings(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """`caller`: what of the client's request goes on to Triton."""
         with caller.trace.span("parse"):
-            request = parse_embeddings_request(await read(), self._limits, self._tasks)
-        model = self._models[request.model]
-        caller.trace.describe(model.name, len(request.texts) or len(request.token_rows))
+            request = parse_embeddings_request(await read(), self._limits, self._served)
+        model = request.model
+        caller.trace.describe(model, len(request.texts) or len(request.token_rows))
         rows = request.token_rows
         if not rows:
             with caller.trace.span("tokenize"):
-                rows = await self._tokenize(model.tokenizer, request.texts)
+                rows = await self._tokenize(self._tokenizers[model], request.texts)
         prompt_tokens = sum(len(row) for row in rows)
         caller.trace.count_tokens(prompt_tokens)
-        try:
-            vectors = await self._embed(model, request, rows, caller)
-        except EmbeddingError as error:
-            raise from_embedding_error(error, model.name) from error
-        return render_embeddings(vectors, request.encoding_format, model.name, prompt_tokens)
+        vectors = await self._embed(request, rows, caller)
+        return render_embeddings(vectors, request.encoding_format, model, prompt_tokens)
 
     async def rerank(self, read: Body, version: str, caller: Caller = NO_CALLER) -> bytes:
         """Cohere's rerank (its API `version`), or TEI's without a version."""
         with caller.trace.span("parse"):
             body = await read()
-            rerankers = list(self._rerankers)
             if version:
-                request = parse_cohere_rerank(body, rerankers, self._tasks)
+                request = parse_cohere_rerank(body, self._served)
             else:
-                request = parse_tei_rerank(body, rerankers, self._tasks)
+                request = parse_tei_rerank(body, self._served)
         caller.trace.describe(request.model, len(request.documents))
-        try:
-            with self._calling(self._rerankers[request.model], caller, request.model) as client:
-                ranked = await client.rerank(
-                    request.query,
-                    request.documents,
-                    top_n=request.top_n,
-                    truncate=request.truncate,
-                )
-        except EmbeddingError as error:
-            raise from_embedding_error(error, request.model) from error
+        with self._calling(request.model, caller) as client:
+            ranked = await client.rerank(
+                request.query, request.documents, top_n=request.top_n, truncate=request.truncate
+            )
         return render_cohere(ranked, request, version) if version else render_ranks(ranked, request)
 
     async def tei_embed(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed: texts to the model's text entry point."""
         with caller.trace.span("parse"):
-            request = parse_tei_embed(await read(), "embed", list(self._models), self._tasks)
+            request = parse_tei_embed(await read(), EMBED.name, self._served)
         caller.trace.describe(request.model, len(request.texts))
-        try:
-            with self._calling(self._models[request.model].client, caller, request.model) as client:
-                vectors = await client.embed(
-                    request.texts,
-                    normalize=request.normalize,
-                    dimensions=request.dimensions,
-                    **request.text_options,
-                )
-        except EmbeddingError as error:
-            raise from_embedding_error(error, request.model) from error
+        with self._calling(request.model, caller) as client:
+            vectors = await client.embed(
+                request.texts,
+                normalize=request.normalize,
+                dimensions=request.dimensions,
+                **request.text_options,
+            )
         return render_dense(vectors)
 
     async def embed_sparse(self, read: Body, caller: Caller = NO_CALLER) -> bytes:
         """TEI's /embed_sparse."""
         with caller.trace.span("parse"):
-            request = parse_tei_embed(await read(), "sparse", list(self._sparse), self._tasks)
+            request = parse_tei_embed(await read(), SPARSE.name, self._served)
         caller.trace.describe(request.model, len(request.texts))
-        try:
-            with self._calling(self._sparse[request.model], caller, request.model) as client:
-                rows = await client.embed_sparse(request.texts, **request.text_options)
-        except EmbeddingError as error:
-            raise from_embedding_error(error, request.model) from error
+        with self._calling(request.model, caller) as client:
+            rows = await client.embed_sparse(request.texts, **request.text_options)
         return render_sparse(rows)
 
     @contextmanager
     def _calling(
-        self, client: AsyncEmbeddingClient, caller: Caller, model: str
+        self, served: str, caller: Caller, model: str | None = None
     ) -> Iterator[AsyncEmbeddingClient]:
-        """The client for one call to Triton's `model`, the call's span
+        """The client of the served model `served` for one call to Triton's
+        `model` (None: the served model's own entry point), the call's span
         around it: with the request's own key where keys are forwarded and
-        with the trace context the call passes on, if any."""
+        with the trace context the call passes on, if any. Triton's refusal
+        is answered in the API's terms (errors.py)."""
+        client = self._clients[served]
         if self._forward_api_key:
             scheme, _, token = (caller.authorization or "").partition(" ")
             client = client.with_api_key(token.strip() if scheme.lower() == "bearer" else None)
-        with caller.trace.call(model) as context:
-            yield client.with_trace_context(context)
+        try:
+            with caller.trace.call(model or served) as context:
+                yield client.with_trace_context(context)
+        except EmbeddingError as error:
+            raise from_embedding_error(error, served) from error
 
     async def _embed(
-        self,
-        model: ServedModel,
-        request: EmbeddingsCall,
-        rows: list[list[int]],
-        caller: Caller,
+        self, request: EmbeddingsCall, rows: list[list[int]], caller: Caller
     ) -> np.ndarray:
         if request.text_options:
-            with self._calling(model.client, caller, model.name) as client:
+            with self._calling(request.model, caller) as client:
                 return await client.embed(
                     request.texts, dimensions=request.dimensions, **request.text_options
                 )
-        with self._calling(model.client, caller, tokens_model_name(model.name)) as client:
+        with self._calling(request.model, caller, tokens_model_name(request.model)) as client:
             return await client.embed_token_ids(rows, dimensions=request.dimensions)
 
     @staticmethod
@@ -230,11 +203,11 @@ class EmbeddingsService:
         return await asyncio.to_thread(tokenizer.encode, texts)
 
     def list_models(self) -> bytes:
-        return render_models([self._model_object(name) for name in self._tasks])
+        return render_models([self._model_object(name) for name in self._served.tasks])
 
     def retrieve_model(self, name: str) -> bytes:
-        if name not in self._tasks:
-            raise model_not_found(name, list(self._tasks))
+        if name not in self._served.tasks:
+            raise model_not_found(name, list(self._served.tasks))
         return orjson.dumps(self._model_object(name))
 
     def _model_object(self, name: str) -> ModelObject:

@@ -16,12 +16,13 @@ TEI refuses an over-long input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, NotRequired
 
 import numpy as np
 import orjson
+from embedding_catalog.tasks import EMBED, RERANK
 from embedding_client.options import (
     ROW_OPTIONS,
     TEXT_OPTION_DECLARATIONS,
@@ -37,7 +38,7 @@ from embedding_gateway.fields import NON_EMPTY_TEXT, STRICT, Phrase, one_text_or
 from embedding_gateway.openai_api import MAX_INPUTS
 from embedding_gateway.refusals import PLAIN_WORDS, parse
 from embedding_gateway.reranking import Query, RerankCall, document_list
-from embedding_gateway.served_models import pick_model
+from embedding_gateway.served_models import ServedModels
 
 _TEXT = TEXT_OPTION_DECLARATIONS
 
@@ -133,14 +134,11 @@ class TeiCall:
     dimensions: int | None
 
 
-def parse_tei_embed(
-    body: bytes, task: Literal["embed", "sparse"], names: Sequence[str], tasks: Mapping[str, str]
-) -> TeiCall:
-    """task: the route's; names: the gateway's models of that task; tasks:
-    every model it serves, by name."""
-    schema = TeiEmbedRequest if task == "embed" else TeiSparseRequest
+def parse_tei_embed(body: bytes, task: str, served: ServedModels) -> TeiCall:
+    """task: the route's, embed or sparse."""
+    schema = TeiEmbedRequest if task == EMBED.name else TeiSparseRequest
     request = parse(schema, body, PLAIN_WORDS)
-    model = pick_model(request.model, names, tasks, task)
+    model = served.pick(request.model, task)
     options = TextKwargs()
     if request.truncate is not None:
         options["truncate"] = request.truncate
@@ -153,9 +151,9 @@ def parse_tei_embed(
     return TeiCall(model, request.inputs, options, True, None)
 
 
-def parse_tei_rerank(body: bytes, rerankers: Sequence[str], tasks: Mapping[str, str]) -> RerankCall:
+def parse_tei_rerank(body: bytes, served: ServedModels) -> RerankCall:
     request = parse(TeiRerankRequest, body, PLAIN_WORDS)
-    model = pick_model(request.model, rerankers, tasks, "rerank")
+    model = served.pick(request.model, RERANK.name)
     return RerankCall(
         model, request.query, request.texts, None, request.return_text, request.truncate
     )

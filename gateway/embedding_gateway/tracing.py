@@ -27,24 +27,16 @@ import os
 import random
 import secrets
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 from aiohttp import web
+from embedding_catalog.trace_options import DEFAULT_SAMPLING, TRACES_PATH, add_trace_options
 
 from embedding_gateway.trace_context import TRACEPARENT, TRACESTATE, TraceContext
 
-# The launcher's values (server/tracing.py), which stay the reference: the
-# gateway is installed without server/, and the launcher runs where this
-# package is not (the GPU image), so neither can import the other;
-# tests/test_tracing.py holds the copies equal.
-DEFAULT_SAMPLING = 0.01
-TRACES_PATH = "/v1/traces"
-ENDPOINT_VARIABLE = "EMBEDDING_OTLP_ENDPOINT"
-SAMPLING_VARIABLE = "EMBEDDING_TRACE_SAMPLING"
 # Beside Triton's `triton-embeddings` in the trace backend.
 SERVICE_NAME = "embedding-gateway"
 # The route span's attributes: OpenTelemetry's HTTP names, and the service's
@@ -65,48 +57,6 @@ TRITON_MODEL_ATTRIBUTE = "triton.model_name"
 SAMPLED = "01"
 
 
-def sampling_ratio(text: str) -> float:
-    """argparse type of --trace-sampling: a number from 0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number: give the share of requests to trace, from 0 to 1"
-        ) from None
-    if not 0.0 <= value <= 1.0:  # NaN fails this too
-        raise argparse.ArgumentTypeError(
-            f"{text} is outside 0..1: give the share of requests without a traceparent to "
-            "trace (1 every request, 0.01 one in 100, 0 only those that carry a traceparent)"
-        )
-    return value
-
-
-def otlp_endpoint(text: str) -> str:
-    """argparse type of --otlp-endpoint: an http(s) base address such as
-    http://collector:4318, without the /v1/traces the spans are posted to;
-    empty: no spans (so a compose file can pass an unset variable through)."""
-    if text == "":
-        return text
-    try:
-        parts = urllib.parse.urlsplit(text)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an OTLP/HTTP base address such as http://localhost:4318 "
-            "(the gateway exports over OTLP/HTTP only)"
-        )
-    if parts.query or parts.fragment:
-        raise argparse.ArgumentTypeError(f"{text!r}: a base address has no query or fragment")
-    path = parts.path.rstrip("/")
-    if path.endswith(TRACES_PATH):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give the collector's base address; {TRACES_PATH} is added to it"
-        )
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
 @dataclass(frozen=True)
 class TraceSettings:
     endpoint: str  # the collector's OTLP/HTTP base address
@@ -124,27 +74,8 @@ class TraceSettings:
 def add_tracing_arguments(
     parser: argparse.ArgumentParser, environment: Mapping[str, str] = os.environ
 ) -> None:
-    """The options, their defaults from `environment` as the launcher's:
-    argparse checks a string default with the option's type, so a bad value
-    there is refused as the option's."""
-    parser.add_argument(
-        "--otlp-endpoint",
-        type=otlp_endpoint,
-        default=environment.get(ENDPOINT_VARIABLE, ""),
-        metavar="URL",
-        help="send the gateway's spans (OpenTelemetry) to this collector's OTLP/HTTP base "
-        f"address, e.g. http://localhost:4318 ({TRACES_PATH} is added); default: "
-        f"${ENDPOINT_VARIABLE}, else no spans",
-    )
-    parser.add_argument(
-        "--trace-sampling",
-        type=sampling_ratio,
-        default=environment.get(SAMPLING_VARIABLE) or str(DEFAULT_SAMPLING),
-        metavar="RATIO",
-        help="with --otlp-endpoint, the share of requests without a traceparent to trace as "
-        "new traces, 0..1, drawn at random; a request with a valid traceparent is always "
-        f"traced (default: ${SAMPLING_VARIABLE}, else {DEFAULT_SAMPLING})",
-    )
+    """The options, their defaults from `environment`, as the launcher's."""
+    add_trace_options(parser, environment, "the gateway's spans", "drawn at random")
 
 
 def settings_from_arguments(args: argparse.Namespace) -> TraceSettings | None:

@@ -13,13 +13,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from embedding_catalog.trace_options import DEFAULT_SAMPLING, otlp_endpoint, sampling_ratio
+
 from server.catalog import read_catalog
 from server.edge import find_envoy
 from server.edge.plan import edge_plan
 from server.edge.supervise import supervise
 from server.logs import add_log_format_argument, use_format
 from server.tenants import CatalogStages
-from server.tracing import DEFAULT_SAMPLING, otlp_endpoint, sampling_ratio
 
 
 def _add_tracing_arguments(parser: argparse.ArgumentParser) -> None:

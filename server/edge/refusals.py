@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from importlib.resources import files
 
 # The members of an HTTP refusal's JSON body.
 MESSAGE_MEMBER = "error"
@@ -37,17 +38,13 @@ class Kind:
 
 
 # Each kind's status, as Triton answers its own errors of that class
-# (INVALID_ARG: 400 / INVALID_ARGUMENT). The first three are the models'
-# kinds (model_common's ErrorKind), which the client library knows.
+# (INVALID_ARG: 400 / INVALID_ARGUMENT), from the service's declaration of
+# its error kinds (row_formats.json), which the client library reads too.
 KINDS = {
-    "invalid_parameter": Kind(400, 3),
-    "invalid_input": Kind(400, 3),
-    "input_too_large": Kind(400, 3),
-    "unauthenticated": Kind(401, 16),
-    "permission_denied": Kind(403, 7),
-    "quota_exceeded": Kind(429, 8),
-    "unavailable": Kind(503, 14),
-    "internal": Kind(500, 13),
+    kind["name"]: Kind(kind["http"], kind["grpc"])
+    for kind in json.loads(
+        files("model_common").joinpath("row_formats.json").read_text(encoding="utf-8")
+    )["error_kinds"]
 }
 
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.tracing import DEFAULT_SAMPLING, TRACES_PATH
+from embedding_catalog.trace_options import DEFAULT_SAMPLING, TRACES_PATH
 
 SERVICE_NAME = "embedding-edge"
 SPAN_NAME = "edge"
