@@ -154,8 +154,13 @@ def _stop(process: subprocess.Popen[bytes], graceful: bool) -> None:
 
 
 def _tree(pid: int) -> list[int]:
-    """The process and every process under it, parents first."""
-    return [pid, *(each for child in child_pids(pid) for each in _tree(child))]
+    """The process and every process under it, parents first (none of one
+    that ended: a test may have stopped the server itself)."""
+    try:
+        children = child_pids(pid)
+    except FileNotFoundError:
+        return []
+    return [pid, *(each for child in children for each in _tree(child))]
 
 
 def _shared_memory(pids: list[int]) -> set[Path]:

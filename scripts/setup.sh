@@ -63,8 +63,10 @@ venv_current() {
 }
 
 # venv DIR REQUIREMENTS: (re)installs when the requirements file, or one it
-# includes, changed. Each failure returns at once: where the caller is a
-# condition (an && list), errexit does not stop a function.
+# includes, changed, with the installer pip puts in the environment first
+# (requirements/installer.txt); it reads the system's certificates, as pip
+# here does. Each failure returns at once: where the caller is a condition
+# (an && list), errexit does not stop a function.
 venv() {
   local dir=$1 requirements=$2
   venv_current "$dir" "$requirements" && return 0
@@ -72,7 +74,9 @@ venv() {
   rm -f "$dir/.requirements.sha256"
   python3 -m venv "$dir" || return
   "$dir/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
-    -r "$requirements" || return
+    -r requirements/installer.txt || return
+  UV_NATIVE_TLS=1 "$dir/bin/uv" pip install --quiet --no-cache --compile-bytecode \
+    --python "$dir/bin/python" -r "$requirements" || return
   requirements_hash "$requirements" >"$dir/.requirements.sha256"
 }
 

@@ -50,6 +50,11 @@ class Task:
     # Engines served for the packaged model only (built on the serving GPU).
     packaged_engines: tuple[str, ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        # Declared as plain dicts, kept read-only.
+        for name in ("engine_stages", "entry_points"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
     @property
     def engines(self) -> tuple[str, ...]:
         """What a catalog entry of this task may name as its engine."""
@@ -91,15 +96,13 @@ EMBED = Task(
     model_type="SentenceTransformer",
     kind="embedding model",
     tokenizer_stage="shared/tokenizer",
-    engine_stages=MappingProxyType(
-        {
-            "onnxruntime": "onnx_cpu/embedder",
-            "openvino": "openvino_cpu/embedder",
-            "tensorrt": "tensorrt_gpu/embedder",
-        }
-    ),
+    engine_stages={
+        "onnxruntime": "onnx_cpu/embedder",
+        "openvino": "openvino_cpu/embedder",
+        "tensorrt": "tensorrt_gpu/embedder",
+    },
     stage_suffix=".embedder",
-    entry_points=MappingProxyType({"": "shared/embed", TOKENS_SUFFIX: "shared/embed_tokens"}),
+    entry_points={"": "shared/embed", TOKENS_SUFFIX: "shared/embed_tokens"},
     serializer=SERIALIZER,
     threads_parameter="threads",
     # The PyTorch embedder of the GPU kit reads it too.
@@ -111,11 +114,9 @@ RERANK = Task(
     model_type="CrossEncoder",
     kind="reranker",
     tokenizer_stage="reranker/pair_tokenizer",
-    engine_stages=MappingProxyType(
-        {"onnxruntime": "reranker/scorer", "openvino": "reranker/scorer"}
-    ),
+    engine_stages={"onnxruntime": "reranker/scorer", "openvino": "reranker/scorer"},
     stage_suffix=".scorer",
-    entry_points=MappingProxyType({"": "reranker/rerank"}),
+    entry_points={"": "reranker/rerank"},
     # Scores need no serializer.
     serializer=None,
     threads_parameter="intra_op_num_threads",
@@ -126,9 +127,9 @@ SPARSE = Task(
     kind="sparse encoder",
     # Its texts are tokenized as a bi-encoder's, by the same stage.
     tokenizer_stage="shared/tokenizer",
-    engine_stages=MappingProxyType({"onnxruntime": "sparse/encoder"}),
+    engine_stages={"onnxruntime": "sparse/encoder"},
     stage_suffix=".encoder",
-    entry_points=MappingProxyType({"": "sparse/embed_sparse"}),
+    entry_points={"": "sparse/embed_sparse"},
     serializer=SPARSE_SERIALIZER,
     threads_parameter="intra_op_num_threads",
 )

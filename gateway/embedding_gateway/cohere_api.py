@@ -16,9 +16,9 @@ from embedding_client.rerank import Ranked
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag
 from typing_extensions import TypedDict
 
-from embedding_gateway.fields import STRICT, Phrase, option_type
+from embedding_gateway.fields import Phrase, option_type
 from embedding_gateway.refusals import PLAIN_WORDS, parse
-from embedding_gateway.reranking import Query, RerankCall, document_list
+from embedding_gateway.reranking import RerankCall, RerankRequest, document_list
 from embedding_gateway.served_models import ServedModels
 
 
@@ -46,12 +46,9 @@ MaxTokensPerDoc = Annotated[
 ]
 
 
-class CohereRerankRequest(BaseModel):
+class CohereRerankRequest(RerankRequest):
     """POST /v1/rerank and /v2/rerank."""
 
-    model_config = STRICT
-    model: str | None = None
-    query: Query
     documents: CohereDocuments
     top_n: TopN = None
     return_documents: bool = False

@@ -9,14 +9,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from embedding_gateway.fields import Phrase
+from embedding_gateway.fields import STRICT, Phrase
 
 # Cohere's bound on documents per request.
 MAX_DOCUMENTS = 1000
 # A query with some text: a blank one ranks nothing.
 Query = Annotated[str, Field(pattern=r"\S"), Phrase("a string with some text")]
+
+
+class RerankRequest(BaseModel):
+    """What a rerank request body of either API starts with: the model, which may be left
+    out where the gateway serves one reranker, and the query."""
+
+    model_config = STRICT
+    model: str | None = None
+    query: Query
 
 
 def document_list(item: object) -> object:

@@ -37,7 +37,7 @@ from typing_extensions import TypedDict
 from embedding_gateway.fields import NON_EMPTY_TEXT, STRICT, Phrase, one_text_or_many, option_type
 from embedding_gateway.openai_api import MAX_INPUTS
 from embedding_gateway.refusals import PLAIN_WORDS, parse
-from embedding_gateway.reranking import Query, RerankCall, document_list
+from embedding_gateway.reranking import RerankCall, RerankRequest, document_list
 from embedding_gateway.served_models import ServedModels
 
 _TEXT = TEXT_OPTION_DECLARATIONS
@@ -90,12 +90,9 @@ RawScores = Annotated[
 ]
 
 
-class TeiRerankRequest(BaseModel):
+class TeiRerankRequest(RerankRequest):
     """POST /rerank."""
 
-    model_config = STRICT
-    model: str | None = None
-    query: Query
     texts: TeiTexts
     truncate: Truncate = None
     raw_scores: RawScores = False
