@@ -96,7 +96,10 @@ def test_a_failing_install_stops_the_set_up_there(tmp_path: Path) -> None:
     completed = run_setup(tree)
 
     assert completed.returncode != 0
-    assert f"{MISSING_PACKAGE} was not found in the package registry" in completed.stderr
+    # The installer wraps its message to the terminal's width (COLUMNS).
+    assert f"{MISSING_PACKAGE} was not found in the package registry" in " ".join(
+        completed.stderr.split()
+    ), completed.stderr
     # Nothing after the failed step ran, and the environment is not marked
     # installed, so the next run tries again.
     assert "install_perf_analyzer" not in completed.stderr, completed.stderr
