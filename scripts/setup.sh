@@ -150,12 +150,9 @@ export_model() {
   .venv-export/bin/python export/export_openvino.py --repository "$repository"
 }
 
-serving_environment() {
+serving_and_tools() {
   venv .venv requirements/serve.txt
   scripts/install_perf_analyzer.sh
-}
-
-go_tools() {
   scripts/install_helm.sh
   scripts/install_jaeger.sh
 }
@@ -179,22 +176,18 @@ stop_background() {
 trap stop_background EXIT
 
 # Independent steps run side by side: pip mostly waits on downloads and
-# unpacking, so both environments (the export one's torch the largest) and
-# the perf_analyzer download overlap the Go builds of the tools (one after
-# the other: each takes both cores; the longest step, so it starts first)
-# and the C++ build. The export runs alone: it times the CPU engines to
-# choose one.
+# unpacking, so the export environment (torch, the largest) overlaps the
+# serving one, the tools (a download with its pip, and two Go builds, one
+# after the other: each takes both cores) and the C++ build. The export
+# runs alone: it times the CPU engines to choose one.
 # `wait PID` fails the set-up with the step's own exit status.
 system_packages
 disk_space
-in_background go_tools
-tools=$!
 in_background venv .venv-export requirements/export.txt
 export_venv=$!
-in_background serving_environment
+in_background serving_and_tools
 serving=$!
 build_backend
 wait "$serving"
 wait "$export_venv"
-wait "$tools"
 export_model

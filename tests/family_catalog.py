@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from served_catalog import catalog_beside_minilm
+
 from server.catalog import Catalog
 from server.catalog_exports import export_root
-from server.served_repository import prepare
 
 # Each family's engine in the catalog: one on OpenVINO shows an engine choice per entry, and
 # the decoder's is auto, so its OpenVINO export is checked too.
@@ -40,14 +41,6 @@ class FamilyCatalog:
 
 
 def family_catalog(folders: dict[str, Path], workdir: Path) -> FamilyCatalog:
-    entries = ['[[models]]\nname = "all-MiniLM-L6-v2"\naliases = ["embed"]\n']
-    entries += [
-        f'[[models]]\nname = "{catalog_name(family)}"\npath = "{folders[family]}"\n'
-        f'engine = "{engine}"\ninstances = 1\n'
-        for family, engine in FAMILY_ENGINES.items()
-    ]
-    path = workdir / "models.toml"
-    path.write_text("\n".join(entries))
-    catalog = prepare(path, workdir / "served")
-    assert isinstance(catalog, Catalog), catalog
-    return FamilyCatalog(catalog, workdir / "served")
+    named = {catalog_name(family): folders[family] for family in FAMILY_ENGINES}
+    engines = {catalog_name(family): engine for family, engine in FAMILY_ENGINES.items()}
+    return FamilyCatalog(catalog_beside_minilm(workdir, named, engines), workdir / "served")
