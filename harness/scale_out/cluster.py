@@ -270,10 +270,6 @@ class Replica(EndpointUrls):
         """SIGSTOP to every process of the pod: it hangs, its sockets open."""
         self.cgroup.signal_all(signal.SIGSTOP)
 
-    def resume(self) -> None:
-        """SIGCONT to every process of the pod."""
-        self.cgroup.signal_all(signal.SIGCONT)
-
     def _stub_regions(self) -> list[str]:
         """The shared-memory region of each Python-backend stub (its third
         argument), which only a graceful stop removes."""
