@@ -55,6 +55,12 @@ class RunningServer(EndpointUrls):
         (pid,) = child_pids(self.launcher.pid)
         return pid
 
+    @property
+    def backlog_dir(self) -> Path:
+        """The launcher's folder of the stages' shared counts (model_common.backlog)."""
+        (folder,) = _backlog_dirs(self.tritonserver_pid)
+        return folder
+
 
 class ServerStartError(StartError):
     pass
@@ -169,16 +175,20 @@ def _shared_memory(pids: list[int]) -> set[Path]:
     (server.launch_plan.BACKLOG_DIR_VARIABLE in tritonserver's environment)."""
     left: set[Path] = set()
     for pid in pids:
-        proc = Path(f"/proc/{pid}")
         try:
-            targets = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
-            environ = (proc / "environ").read_bytes().split(b"\0")
+            targets = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+            left |= _backlog_dirs(pid)
         except OSError:
             continue  # ended meanwhile
         left |= {Path(target) for target in targets if target.startswith(STUB_REGION_PREFIX)}
-        prefix = f"{BACKLOG_DIR_VARIABLE}=".encode()
-        left |= {Path(item[len(prefix) :].decode()) for item in environ if item.startswith(prefix)}
     return left
+
+
+def _backlog_dirs(pid: int) -> set[Path]:
+    """The backlog folder named in the process's environment (none, or one)."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    prefix = f"{BACKLOG_DIR_VARIABLE}=".encode()
+    return {Path(item[len(prefix) :].decode()) for item in environ if item.startswith(prefix)}
 
 
 def post_status(url: str, headers: dict[str, str]) -> int:

@@ -117,7 +117,7 @@ def _without_the_door(config: model_config_pb2.ModelConfig) -> None:
     """The tokenizer as it was before admission: it never holds work, and its
     interactive queue is long (128 requests, 1 s)."""
     config.parameters["max_embedder_backlog"].string_value = str(10**9)
-    config.parameters["max_embedder_backlog_tokens"].string_value = str(10**9)
+    config.parameters["max_embedder_backlog_seconds"].string_value = str(10**9)
     interactive = config.dynamic_batching.priority_queue_policy[INTERACTIVE]
     interactive.max_queue_size = 128
     interactive.default_timeout_microseconds = 1_000_000

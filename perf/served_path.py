@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import tempfile
 import time
@@ -41,7 +42,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_common.admission import BacklogLimit, read_pending
+from model_common.admission import WINDOW_CPU_S, BacklogLimit, read_pending
 from model_common.processor import this_processor
 from tritonclient.grpc import model_config_pb2
 
@@ -89,10 +90,10 @@ class Setup:
 
 
 def _door_by_requests(config: model_config_pb2.ModelConfig) -> None:
-    """The tokenizer's door as it was bounded before tokens set it: a count
+    """The tokenizer's door as it was bounded before its work set it: a count
     of requests waiting in the embedder, whatever their length."""
     config.parameters["max_embedder_backlog"].string_value = str(REQUESTS_BEFORE)
-    config.parameters["max_embedder_backlog_tokens"].string_value = str(10**9)
+    config.parameters["max_embedder_backlog_seconds"].string_value = str(10**9)
 
 
 def _variant(tokenizer_code: str | None) -> Callable[[Path], Path]:
@@ -117,7 +118,8 @@ SETUPS = (
     ),
     Setup("counts: the door reads shared counts, 8 requests", _variant(None)),
     Setup(
-        "shipped: the door reads shared counts, a bound in tokens (max_embedder_backlog_tokens)",
+        "shipped: the door reads shared counts, a bound in seconds of work "
+        "(max_embedder_backlog_seconds)",
         None,
     ),
 )
@@ -423,16 +425,24 @@ def render(
         "model_common.admission.READING_MAX_AGE_S.",
     ]
     parameters = tokenizer_config().parameters
+    seconds = float(parameters["max_embedder_backlog_seconds"].string_value)
     for load in {row.load.name: row.load for row in served}.values():
         limit = BacklogLimit(
-            tokens=int(parameters["max_embedder_backlog_tokens"].string_value),
+            seconds=seconds,
             requests=int(parameters["max_embedder_backlog"].string_value),
+            cpus=available_cores(),
         )
-        limit.released(1, round(load.mean_tokens * load.texts_per_request))
+        tokens = load.mean_tokens * load.texts_per_request
+        limit.released(1, round(tokens))
+        # The embedder's speed as it measures it, tokens per CPU second: here
+        # the engine's in-process one, over one window's worth of requests.
+        engine_cpu_s = in_proc[load.name].cpu_us_per_request / 1e6
+        requests = math.ceil(WINDOW_CPU_S / engine_cpu_s)
+        limit.worked(round(tokens * requests), engine_cpu_s * requests)
         lines.append(
             f"- {load.name}: the shipped door holds new requests while {limit.value()} wait in "
-            f"the embedder ({load.mean_tokens * load.texts_per_request:.0f} tokens each); "
-            f"before, {REQUESTS_BEFORE}."
+            f"the embedder ({tokens:.0f} tokens each; {seconds} s of work is {limit.tokens()} "
+            f"tokens at the engine's in-process speed); before, {REQUESTS_BEFORE}."
         )
     for row in served:
         if row.http_texts_per_s is not None:

@@ -14,13 +14,39 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from model_common.admission import MEAN_WEIGHT, BacklogGate, BacklogLimit
-from model_common.backlog import BACKLOG_DIR_VARIABLE, RELEASED, STARTED, Backlog
+from model_common.admission import (
+    MEAN_WEIGHT,
+    WINDOW_CPU_S,
+    BacklogGate,
+    BacklogLimit,
+    tokens_of_work,
+)
+from model_common.backlog import (
+    BACKLOG_DIR_VARIABLE,
+    RAN_CPU_US,
+    RAN_TOKENS,
+    RELEASED,
+    STARTED,
+    Backlog,
+)
 
 from server import launch_plan
 
 LIMIT = 8
-TOKENS = 6400
+SECONDS = 0.25
+CPUS = 2.0
+# The embedder's speed in the tests: 0.25 s of its work on 2 CPUs is 6400 tokens.
+TOKENS_PER_CPU_S = 12800
+TOKENS = tokens_of_work(SECONDS, TOKENS_PER_CPU_S, CPUS)
+
+
+def _measured(
+    requests: int = LIMIT, tokens_per_cpu_s: float = TOKENS_PER_CPU_S, cpus: float = CPUS
+) -> BacklogLimit:
+    """A limit whose embedder has worked one window at `tokens_per_cpu_s`."""
+    limit = BacklogLimit(seconds=SECONDS, requests=requests, cpus=cpus)
+    limit.worked(round(tokens_per_cpu_s * WINDOW_CPU_S), WINDOW_CPU_S)
+    return limit
 
 
 class Metrics:
@@ -78,8 +104,14 @@ def test_counts_of_other_processes_add_up(backlog_dir: Path) -> None:
         process.join()
         assert process.exitcode == 0
     started.add(3)
+    # The embedder's work counts are not requests.
+    backlog.own(RAN_TOKENS, "embedder_0_0").add(900)
+    backlog.own(RAN_CPU_US, "embedder_0_0").add(250_000)
+    backlog.own(RAN_TOKENS, "embedder_0_1").add(100)
+    backlog.own(RAN_CPU_US, "embedder_0_1").add(50_000)
     backlog.rescan()
     assert backlog.value() == 5 + 4 - 3
+    assert backlog.work() == (1000, 0.3)
     # A restarted instance counts on from its value.
     Backlog("embedder").own(RELEASED, "tokenizer_0_0").add(1)
     assert backlog.value() == 7
@@ -99,12 +131,52 @@ def test_the_launcher_names_what_the_stages_read() -> None:
 
 def _gate(metrics: Metrics, limit: BacklogLimit | None = None) -> tuple[BacklogGate, Backlog]:
     backlog = Backlog("embedder")
-    limit = limit or BacklogLimit(tokens=TOKENS, requests=LIMIT)
+    limit = limit or _measured()
     return BacklogGate(metrics.url, "embedder", limit, backlog, poll_s=0.001), backlog
 
 
 def test_before_any_release_the_limit_is_the_request_bound() -> None:
-    assert BacklogLimit(tokens=TOKENS, requests=LIMIT).value() == LIMIT
+    assert _measured().value() == LIMIT
+
+
+def test_before_a_measured_speed_the_limit_is_the_request_bound() -> None:
+    limit = BacklogLimit(seconds=SECONDS, requests=LIMIT, cpus=CPUS)
+    limit.released(4, 4 * TOKENS)
+    assert limit.tokens() is None and limit.value() == LIMIT
+    # Less than a window of work measures nothing yet.
+    limit.worked(10**6, WINDOW_CPU_S / 2)
+    assert limit.tokens() is None and limit.value() == LIMIT
+
+
+@pytest.mark.parametrize("cpus", [1.0, 2.0, 16.0])
+def test_a_fast_and_a_slow_engine_hold_the_same_time_of_work(cpus: float) -> None:
+    """An AVX2 core and an AMX core: the same seconds of work wait, so more
+    tokens on the faster one."""
+    tokens_per_request = 100
+    held_s = []
+    for tokens_per_cpu_s in (4_000.0, 30_000.0):
+        limit = _measured(requests=10**6, tokens_per_cpu_s=tokens_per_cpu_s, cpus=cpus)
+        limit.released(1, tokens_per_request)
+        held_s.append(limit.value() * tokens_per_request / (tokens_per_cpu_s * cpus))
+    assert held_s == pytest.approx([SECONDS, SECONDS], rel=0.01)
+
+
+def test_the_speed_follows_the_latest_window() -> None:
+    limit = _measured()
+    assert limit.tokens() == TOKENS
+    tokens, cpu_s = round(TOKENS_PER_CPU_S * WINDOW_CPU_S), WINDOW_CPU_S
+    # Long texts: half the tokens per CPU second. A part of a window changes nothing.
+    limit.worked(tokens + round(TOKENS_PER_CPU_S / 2 * WINDOW_CPU_S / 2), cpu_s + WINDOW_CPU_S / 2)
+    assert limit.tokens() == TOKENS
+    limit.worked(tokens + round(TOKENS_PER_CPU_S / 2 * WINDOW_CPU_S), cpu_s + WINDOW_CPU_S)
+    assert limit.tokens() == TOKENS // 2
+
+
+def test_counts_that_begin_again_begin_a_new_window() -> None:
+    limit = _measured()
+    limit.worked(10, 0.01)
+    limit.worked(10 + round(TOKENS_PER_CPU_S * 2 * WINDOW_CPU_S), 0.01 + WINDOW_CPU_S)
+    assert limit.tokens() == 2 * TOKENS
 
 
 @pytest.mark.parametrize(
@@ -116,20 +188,20 @@ def test_before_any_release_the_limit_is_the_request_bound() -> None:
     ],
 )
 def test_the_limit_holds_the_token_budget(tokens_per_request: int, expected: int) -> None:
-    limit = BacklogLimit(tokens=TOKENS, requests=LIMIT)
+    limit = _measured()
     limit.released(4, 4 * tokens_per_request)
     assert limit.value() == expected
 
 
 def test_an_execute_that_releases_nothing_leaves_the_limit() -> None:
-    limit = BacklogLimit(tokens=TOKENS, requests=LIMIT)
+    limit = _measured()
     limit.released(2, 2 * TOKENS // 2)
     limit.released(0, 0)
     assert limit.value() == 2
 
 
 def test_the_limit_follows_a_change_of_traffic_within_a_few_executes() -> None:
-    limit = BacklogLimit(tokens=TOKENS, requests=1000)
+    limit = _measured(requests=1000)
     limit.released(1, 100)
     assert limit.value() == TOKENS // 100
     # Each execute moves the mean MEAN_WEIGHT of the way to the new traffic;
@@ -142,12 +214,23 @@ def test_the_limit_follows_a_change_of_traffic_within_a_few_executes() -> None:
     assert limit.value() <= TOKENS // 1000 + 1
 
 
+def test_a_reading_takes_the_embedders_work_as_its_speed(
+    backlog_dir: Path, metrics: Metrics
+) -> None:
+    gate, backlog = _gate(metrics, BacklogLimit(seconds=SECONDS, requests=LIMIT, cpus=CPUS))
+    for instance in ("embedder_0_0", "embedder_0_1"):
+        backlog.own(RAN_TOKENS, instance).add(round(TOKENS_PER_CPU_S * WINDOW_CPU_S / 2))
+        backlog.own(RAN_CPU_US, instance).add(round(WINDOW_CPU_S / 2 * 1e6))
+    gate.wait()
+    assert gate.limit.tokens() == TOKENS
+
+
 def test_requests_of_long_texts_hold_the_door_sooner(backlog_dir: Path, metrics: Metrics) -> None:
     """Three requests waiting hold the door when each carries a third of
     the budget, and not when each is short."""
     long, _ = _gate(metrics)
     long.limit.released(1, TOKENS // 3)
-    short, _ = _gate(metrics, BacklogLimit(tokens=TOKENS, requests=LIMIT))
+    short, _ = _gate(metrics, _measured())
     short.limit.released(1, 50)
     metrics.pending = 3
     assert short.wait() < 0.04

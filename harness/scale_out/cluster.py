@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,7 @@ from harness.ports import (
 from harness.prometheus import PROMETHEUS, Prometheus
 from harness.prometheus import running_prometheus as shared_running_prometheus
 from harness.prometheus import scrape_config as prometheus_config
-from harness.repository import repository_variant
+from harness.repository import ConfigEdit, repository_variant
 from harness.server import EndpointUrls
 from server.edge.config import STATS_PATH
 from server.health import STUB_NAME, server_ready
@@ -512,13 +512,20 @@ def vcpu_layout(replicas: int) -> tuple[list[int], int]:
 
 @contextmanager
 def running_cluster(
-    workdir: Path, replicas: int, cpus_per_replica: float, tenants: Path | None = None
+    workdir: Path,
+    replicas: int,
+    cpus_per_replica: float,
+    tenants: Path | None = None,
+    edits: Mapping[str, ConfigEdit] | None = None,
 ) -> Iterator[Cluster]:
     """`replicas` pods, each in a cgroup of `cpus_per_replica` CPUs, behind
     one Envoy, scraped by one Prometheus; with `tenants`, each pod's launcher
-    runs with --tenants, as the chart's pods do. Everything is stopped and
-    the cgroups removed on exit."""
-    repository = repository_variant(workdir / "model_repository", {"embedder": one_embedder_thread})
+    runs with --tenants, as the chart's pods do; with `edits`, the models'
+    configs so edited (what perf/ compares). Everything is stopped and the
+    cgroups removed on exit."""
+    repository = repository_variant(
+        workdir / "model_repository", {"embedder": one_embedder_thread, **(edits or {})}
+    )
     replica_vcpus, tools_vcpu = vcpu_layout(replicas)
     with ExitStack() as stack:
         pods = []

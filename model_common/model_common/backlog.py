@@ -8,6 +8,10 @@ request leaves the embedder's queue without being executed (its deadline
 passed) or reaches the embedder without the tokenizer (`embed_tokens`):
 model_common.admission corrects it from Triton's own gauge.
 
+The embedder also counts its work: the real tokens it runs and the CPU
+time its process spends running them, from which the tokenizer derives how
+many tokens are a given time of work on this machine (model_common.admission).
+
 Each process writes one 8-byte count of its own, named by its model
 instance, in a memory-mapped file: one writer per count, so no locks, and
 an aligned 8-byte store is read whole. A restarted stub of the same
@@ -18,13 +22,14 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 # The folder the launcher creates for one tritonserver run and removes after it.
 BACKLOG_DIR_VARIABLE = "EMBEDDING_BACKLOG_DIR"
 RELEASED = "released"
 STARTED = "started"
+RAN_TOKENS = "ran_tokens"
+RAN_CPU_US = "ran_cpu_us"
 COUNT_BYTES = 8
 
 
@@ -74,14 +79,16 @@ class Backlog:
             if path not in self._counts:
                 self._counts[path] = Count(path)
 
-    def value(self) -> int:
+    def _total(self, kind: str) -> int:
+        prefix = f"{kind}."
         return sum(
-            count.value if path.name.startswith(RELEASED) else -count.value
-            for path, count in self._counts.items()
+            count.value for path, count in self._counts.items() if path.name.startswith(prefix)
         )
 
+    def value(self) -> int:
+        return self._total(RELEASED) - self._total(STARTED)
 
-def started_count(args: Mapping[str, str]) -> Count:
-    """An embedder instance's count of the requests it starts, from the
-    `args` Triton passes its initialize."""
-    return Backlog(args["model_name"]).own(STARTED, args["model_instance_name"])
+    def work(self) -> tuple[int, float]:
+        """The real tokens every instance of the embedder ran, and the CPU
+        seconds they took."""
+        return self._total(RAN_TOKENS), self._total(RAN_CPU_US) / 1e6

@@ -1,26 +1,30 @@
 """The admit and release steps of a stage's execute: where its requests
-enter and leave the count of the embedder's backlog (model_common.backlog),
-which a first stage admits by (model_common.admission); importable only
-inside a Triton Python-backend stub."""
+enter and leave the count of the embedder's backlog, and the embedder counts
+its work (model_common.backlog), which a first stage admits by
+(model_common.admission); importable only inside a Triton Python-backend
+stub."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import triton_python_backend_utils as pb_utils
 
 from model_common.admission import METRICS_URL_VARIABLE, BacklogGate, BacklogLimit
-from model_common.backlog import RELEASED, Backlog, started_count
+from model_common.backlog import RAN_CPU_US, RAN_TOKENS, RELEASED, STARTED, Backlog
+from model_common.cores import usable_cpus
 from model_common.embedder_setup import EmbedderSetup
 from model_common.tensors import ATTENTION_MASK
 
 
 class Door(Protocol):
-    def admit(self, requests: int, valid: int) -> None:
+    def admit(self, requests: int, valid: int, tokens: int) -> None:
         """Called once an execute's `requests` are decoded, `valid` of them
-        good, before any is run."""
+        good with `tokens` real tokens in all (0 where not known before the
+        run: texts), before any is run."""
 
     def release(self, responses: Sequence[pb_utils.InferenceResponse]) -> None:
         """Called with an execute's responses, before they are returned."""
@@ -42,12 +46,13 @@ class AdmissionDoor:
         backlog = Backlog(fed)
         self._released = backlog.own(RELEASED, args["model_instance_name"])
         self._limit = BacklogLimit(
-            tokens=setup.integer("max_embedder_backlog_tokens"),
+            seconds=setup.seconds("max_embedder_backlog_seconds"),
             requests=setup.integer("max_embedder_backlog"),
+            cpus=usable_cpus(),
         )
         self._gate = BacklogGate(metrics_url, fed, self._limit, backlog)
 
-    def admit(self, requests: int, valid: int) -> None:
+    def admit(self, requests: int, valid: int, tokens: int) -> None:
         """Holds this execute until the fed stage has room, unless nothing
         is to be released. Unreadable metrics admit at once: a slower
         refusal beats a stalled pipeline."""
@@ -72,15 +77,32 @@ class AdmissionDoor:
         self._limit.released(len(answered), tokens)
 
 
-class StartCounter:
+class WorkCounter:
     """A fed stage's (an embedder's, a scorer's, an encoder's): counts the
-    requests it starts, every one its execute gets, good or not."""
+    requests it starts, every one its execute gets, good or not, and its
+    work: the real tokens of the good ones, and its process's CPU time while
+    any execute is in flight (an execute that awaits another model may
+    overlap the next)."""
 
     def __init__(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
-        self._started = started_count(args)
+        backlog = Backlog(args["model_name"])
+        instance = args["model_instance_name"]
+        self._started = backlog.own(STARTED, instance)
+        self._tokens = backlog.own(RAN_TOKENS, instance)
+        self._cpu_us = backlog.own(RAN_CPU_US, instance)
+        self._in_flight = 0
+        self._since = 0.0
 
-    def admit(self, requests: int, valid: int) -> None:
+    def admit(self, requests: int, valid: int, tokens: int) -> None:
         self._started.add(requests)
+        self._tokens.add(tokens)
+        if self._in_flight == 0:
+            self._since = time.process_time()
+        self._in_flight += 1
 
     def release(self, responses: Sequence[pb_utils.InferenceResponse]) -> None:
-        """Nothing: a fed stage's requests leave the backlog when they start."""
+        """A fed stage's requests left the backlog when they started; its
+        CPU time is counted once no execute is in flight."""
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._cpu_us.add(round((time.process_time() - self._since) * 1e6))

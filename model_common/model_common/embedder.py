@@ -12,7 +12,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from model_common.door import StartCounter
+from model_common.door import WorkCounter
 from model_common.embedder_setup import EmbedderSetup
 from model_common.merged_runs import request_splits, run_merged
 from model_common.request_io import read_tokens, triton_tensor
@@ -30,7 +30,7 @@ class EmbeddingStage(Stage[Tokens, Result]):
     output options) against the limits of its setup; `_open` loads the rest."""
 
     io = EMBEDDER_IO
-    admission = StartCounter
+    admission = WorkCounter
 
     def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
         self._dims = setup.dims
@@ -43,6 +43,9 @@ class EmbeddingStage(Stage[Tokens, Result]):
 
     def _decode(self, request: pb_utils.InferenceRequest) -> Tokens | pb_utils.TritonError:
         return read_tokens(request, self._limits, self._dims)
+
+    def _tokens(self, batch: list[Tokens]) -> int:
+        return sum(int(attention_mask.sum()) for _, attention_mask in batch)
 
 
 class Embedder(EmbeddingStage[Embeddings]):

@@ -57,6 +57,18 @@ class EmbedderSetup:
         except ValueError:
             raise ValueError(f"parameter {key!r} is {value!r}, not an integer") from None
 
+    def seconds(self, key: str) -> float:
+        """A positive number of seconds; a missing or malformed one fails
+        the load with a message naming it."""
+        value = self.text(key)
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = 0.0
+        if not seconds > 0:
+            raise ValueError(f"parameter {key!r} is {value!r}, not a positive number of seconds")
+        return seconds
+
     @property
     def dims(self) -> int:
         return self.record.embedding_dim

@@ -27,7 +27,7 @@ import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
-from model_common.door import StartCounter
+from model_common.door import WorkCounter
 from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
 from model_common.graph_tensors import onnxruntime_tensors, openvino_tensors
@@ -79,7 +79,7 @@ class OnnxRows(Stage[Checked, np.ndarray]):
     of that graph name, [rows, width] float32; a model sets its `io` and
     subclasses it."""
 
-    admission = StartCounter
+    admission = WorkCounter
 
     def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
         fields = setup.record.fields
@@ -123,6 +123,9 @@ class OnnxRows(Stage[Checked, np.ndarray]):
         if error is None and self._segments is not None:
             error = type_error(feeds[_TYPES], feeds[_IDS], self._segments)
         return invalid(error) if error else (request, feeds)
+
+    def _tokens(self, batch: list[Checked]) -> int:
+        return sum(int(feeds[_MASK].sum()) for _, feeds in batch)
 
     def _run(self, batch: list[Checked]) -> list[np.ndarray | pb_utils.TritonError]:
         """All requests' rows run together; where a request's values break

@@ -42,7 +42,7 @@ Responses = list["pb_utils.InferenceResponse"]
 class Stage(ABC, Generic[Decoded, Result]):
     io: ClassVar[StageIO]  # the tensors the code reads and writes
     # The admit and release steps: a first stage's AdmissionDoor, a fed
-    # stage's StartCounter.
+    # stage's WorkCounter.
     admission: ClassVar[Callable[[Mapping[str, str], EmbedderSetup], Door]]
 
     def initialize(self, args: dict[str, str]) -> None:
@@ -76,7 +76,7 @@ class Stage(ABC, Generic[Decoded, Result]):
     ) -> Responses | Coroutine[Any, Any, Responses]:
         decoded = [self._decode(request) for request in requests]
         valid = [item for item in decoded if not isinstance(item, pb_utils.TritonError)]
-        self._door.admit(len(requests), len(valid))
+        self._door.admit(len(requests), len(valid), self._tokens(valid))
         ran = self._run(valid) if valid else []
         if asyncio.iscoroutine(ran):
             return self._respond_when_run(decoded, ran)
@@ -109,6 +109,11 @@ class Stage(ABC, Generic[Decoded, Result]):
         if isinstance(outcome, pb_utils.TritonError):
             return pb_utils.InferenceResponse(error=outcome)
         return self._respond(item, outcome)
+
+    def _tokens(self, batch: list[Decoded]) -> int:
+        """The real tokens of a call's good requests where they are known
+        before it runs (a fed stage's token ids); a first stage's texts: 0."""
+        return 0
 
     @abstractmethod
     def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
