@@ -5,6 +5,12 @@ BERT family with token type ids, CrossEncoder's default sigmoid, max length 512,
 packaged MiniLM's real uncased WordPiece vocabulary (30522 tokens, the one those models use), so
 texts tokenize to the lengths real rerankers see. Throughput on them is that of random weights.
 
+Their heads are not random (spread_head): a random head scores every pair about alike (the
+export's check pairs spanned about 0.05), so bfloat16 always missed its bound (a share of that
+spread) and the benchmark only ever measured float32. Each head reads the direction along which
+the check pairs' pooled outputs differ most, scaled so their scores span most of the sigmoid's
+range, as a trained reranker's do; the export then chooses the precision as it would for one.
+
     .venv-export/bin/python -m harness.rerank_bench_models OUT_DIR [--model NAME ...]
 
 Needs the export environment (torch, transformers, sentence-transformers). Seeded: the same
@@ -16,15 +22,23 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.model_builds import ModelBuilds
+from server.paths import REPO_ROOT
+
+if TYPE_CHECKING:
+    from transformers import BertForSequenceClassification, PreTrainedTokenizerBase
 
 SEED = 20240611
 MAX_LENGTH = 512
+# The check pairs' logits span -HEAD_LOGIT_SPAN..HEAD_LOGIT_SPAN: scores from 0.02 to 0.98.
+HEAD_LOGIT_SPAN = 4.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,7 @@ def build_bench_model(spec: RerankBenchModel, out_dir: Path) -> Path:
     )
     torch.manual_seed(SEED)
     classifier = BertForSequenceClassification(config).eval()
+    spread_head(classifier, tokenizer)
     partial = out_dir / f"{spec.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=f"rerank_bench_{spec.name}_") as workdir:
@@ -101,6 +116,42 @@ def build_bench_model(spec: RerankBenchModel, out_dir: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return target
+
+
+def check_pairs() -> tuple[tuple[str, str], ...]:
+    """The export's score check pairs (export/score_check.py, whose modules import each other
+    from the export folder)."""
+    sys.path.insert(0, str(REPO_ROOT / "export"))
+    from score_check import CHECK_PAIRS
+
+    return CHECK_PAIRS
+
+
+def spread_head(
+    classifier: BertForSequenceClassification, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """Sets the classifier's head along the first principal direction of the check pairs'
+    pooled outputs, centred and scaled so that their logits span 2 * HEAD_LOGIT_SPAN."""
+    import torch
+
+    queries, documents = zip(*check_pairs(), strict=True)
+    features = tokenizer(
+        list(queries),
+        list(documents),
+        padding=True,
+        truncation=True,
+        max_length=MAX_LENGTH,
+        return_tensors="pt",
+    )
+    with torch.no_grad():
+        pooled = classifier.bert(**features).pooler_output
+        mean = pooled.mean(dim=0)
+        direction = torch.linalg.svd(pooled - mean, full_matrices=False).Vh[0]
+        along = (pooled - mean) @ direction
+        scale = 2 * HEAD_LOGIT_SPAN / float(along.max() - along.min())
+        middle = float(along.max() + along.min()) / 2
+        classifier.classifier.weight.copy_(scale * direction[None, :])
+        classifier.classifier.bias.fill_(-scale * (float(mean @ direction) + middle))
 
 
 BUILDS = ModelBuilds(

@@ -1,11 +1,13 @@
 """Reranking throughput side by side, in one run on one machine: for a BERT-base-shape and a
 MiniLM-L6-shape one-label CrossEncoder with random weights (harness/rerank_bench_models.py),
 pairs/s of one query against 32 documents per request, served by our tritonserver (the catalog
-entry, gRPC, EmbeddingClient.rerank) and by Infinity (perf/rerank_infinity.py) at a small
+entry, gRPC, EmbeddingClient.rerank; once in each OpenVINO precision this processor runs, and
+the choice the catalog's auto makes named) and by Infinity (perf/rerank_infinity.py) at a small
 concurrency sweep, and in-process (perf/rerank_in_process.py): CrossEncoder.predict (torch, the
 export environment) and ONNX Runtime on our exported graph, the ceiling. Scores are checked
-against CrossEncoder.predict on one request per model (ours and the ceiling within 1e-4,
-Infinity's torch engine within 1e-3); a failed check is reported and fails the run. Infinity's
+against CrossEncoder.predict on one request per model (ours within the bound its export kept
+for that precision, the ceiling within 1e-4, Infinity's torch engine within 1e-3); a failed
+check is reported and fails the run. Infinity's
 optimum (ONNX Runtime) engine is measured too, its difference reported only: it feeds the graph
 no token type ids, so it scores a slightly different function (perf/rerank_infinity.py).
 
@@ -20,13 +22,18 @@ should run meanwhile.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from embedding_catalog.tasks import RERANK, VERSION
 from embedding_client import EmbeddingClient
+from model_common.openvino_setting import exported_setting
 from model_common.processor import this_processor
 
 from harness.priority import BULK
@@ -51,10 +58,11 @@ from perf.rerank_load import (
     rerank_requests,
 )
 from perf.rerank_report import Check, ModelResult, Settings, Sweep, failed_checks, render, sweep
-from server.catalog import Catalog
-from server.engine_report import engine_line
+from server.catalog import Catalog, CatalogModel
+from server.catalog_exports import engine_of, export_root
+from server.engine_report import ENGINE_NAMES, engine_line
 from server.paths import EXPORTS, REPO_ROOT
-from server.served_repository import prepare
+from server.served_repository import prepare, write_served_repository
 
 MODELS_DIR = REPO_ROOT / "build" / "rerank_bench"
 # Infinity runs optimum's own export of the weights, and its optimum engine no token type ids
@@ -67,6 +75,9 @@ SHAPES = {
 }
 COMMAND = "PYTHONPATH=. .venv/bin/python -m perf.rerank"
 CLIENT_TIMEOUT_S = 600.0
+# Served side by side for every model, whatever its export chose: what bf16 gains, and what the
+# choice leaves.
+OPENVINO_PRECISIONS = ("f32", "bf16")
 
 # One configuration measured on one model: its score check and its sweep.
 Measured = tuple[Check, Sweep]
@@ -99,9 +110,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _served_repository(workdir: Path, folders: dict[str, Path]) -> tuple[Path, dict[str, str]]:
-    """The catalog of the benchmark models, exported and written: the served folder, and each
-    model's engine line (the launcher's: its engine, precision and checks)."""
+def _catalog(workdir: Path, folders: dict[str, Path]) -> Catalog:
+    """The catalog of the benchmark models, exported, its auto repository written to
+    workdir/served."""
     catalog_path = workdir / "models.toml"
     entries = [
         f'[[models]]\nname = "{name}"\npath = "{folder}"\n' for name, folder in folders.items()
@@ -110,7 +121,74 @@ def _served_repository(workdir: Path, folders: dict[str, Path]) -> tuple[Path, d
     catalog = prepare(catalog_path, workdir / "served")
     if not isinstance(catalog, Catalog):
         raise SystemExit(catalog)
-    return workdir / "served", {model.name: engine_line(model) for model in catalog.models}
+    return catalog
+
+
+def _openvino_record(model: CatalogModel) -> dict[str, Any]:
+    """What the scorer's export recorded of OpenVINO: its setting, and each precision's
+    score difference on the check pairs and bound."""
+    path = export_root(model) / RERANK.engine_stage("openvino") / VERSION / "export.json"
+    openvino: dict[str, Any] = json.loads(path.read_text()).get("openvino", {})
+    return openvino
+
+
+def _label(engine: str, precision: str) -> str:
+    return f"ours: {ENGINE_NAMES[engine]} {precision}"
+
+
+def _choice(model: CatalogModel) -> str:
+    """The label of what auto serves the model on."""
+    engine = engine_of(model)
+    if engine != "openvino":
+        return _label(engine, "f32")
+    setting = model.openvino_setting or astuple(exported_setting(_openvino_record(model)))
+    return _label(engine, setting[0])
+
+
+@dataclass(frozen=True)
+class Serving:
+    """One way of serving every benchmark model: its repository, and each model's score
+    check bound and, where its export refused it, why it is served."""
+
+    label: str
+    repository: Path
+    allowed: dict[str, float]
+    exempt: dict[str, str]
+
+
+def _precision(catalog: Catalog, precision: str, out: Path) -> Serving:
+    """Every model served on OpenVINO in `precision`, in the export's threads per stream where
+    the export chose that precision, else one."""
+    models, allowed, exempt = [], {}, {}
+    for model in catalog.models:
+        openvino = _openvino_record(model)
+        setting = exported_setting(openvino)
+        threads = setting.threads_per_stream if setting.precision == precision else 1
+        models.append(replace(model, engine="openvino", openvino_setting=(precision, threads)))
+        bound = float(openvino["max_score_difference_allowed"][precision])
+        # A precision the export did not need to check (f32 once bf16 kept its bound) is held
+        # to its bound here all the same.
+        measured = openvino["max_score_difference"].get(precision)
+        allowed[model.name] = bound
+        if measured is not None and measured > bound:
+            exempt[model.name] = (
+                f"its export refused {precision} ({measured:.2e} over {bound:g} on its check "
+                "pairs): served for comparison only"
+            )
+    write_served_repository(replace(catalog, models=tuple(models)), out)
+    return Serving(_label("openvino", precision), out, allowed, exempt)
+
+
+def servings(catalog: Catalog, workdir: Path) -> list[Serving]:
+    """Each OpenVINO precision this processor runs, and the auto repository where it serves
+    another engine."""
+    precisions = OPENVINO_PRECISIONS if this_processor().has_bf16 else ("f32",)
+    served = [_precision(catalog, each, workdir / f"served_{each}") for each in precisions]
+    labels = {serving.label for serving in served}
+    if any(_choice(model) not in labels for model in catalog.models):
+        allowed = {model.name: OURS_ALLOWED for model in catalog.models}
+        served.append(Serving(_label("onnxruntime", "f32"), workdir / "served", allowed, {}))
+    return served
 
 
 def _our_call(url: str, name: str) -> Call:
@@ -127,7 +205,7 @@ def _our_call(url: str, name: str) -> Call:
 
 
 def measure_ours(
-    served: Path,
+    serving: Serving,
     references: dict[str, InProcess],
     requests: Sequence[RerankRequest],
     args: argparse.Namespace,
@@ -135,7 +213,8 @@ def measure_ours(
 ) -> dict[str, Measured]:
     """Both models in one tritonserver, each checked then swept (the other one idle)."""
     measured = {}
-    with running_server(workdir / "tritonserver.log", [served]) as server:
+    log = workdir / f"tritonserver_{serving.repository.name}.log"
+    with running_server(log, [serving.repository]) as server:
         for name, reference in references.items():
 
             def make_call(model: str = name) -> Call:
@@ -143,15 +222,14 @@ def measure_ours(
 
             got = make_call()(requests[0])
             check = Check(
-                "ours vs CrossEncoder.predict",
+                f"{serving.label} vs CrossEncoder.predict",
                 difference(got, reference.reference),
-                OURS_ALLOWED,
+                serving.allowed[name],
+                serving.exempt.get(name, ""),
             )
             measured[name] = (
                 check,
-                sweep(
-                    "ours: tritonserver, gRPC", make_call, requests, args.concurrency, args.seconds
-                ),
+                sweep(serving.label, make_call, requests, args.concurrency, args.seconds),
             )
     return measured
 
@@ -192,12 +270,15 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[ModelResult]:
     then our server, then Infinity, one server at a time."""
     requests = rerank_requests(args.requests)
     folders = build_in_export_environment(MODELS_DIR, args.model)
-    served, engines = _served_repository(workdir, folders)
+    catalog = _catalog(workdir, folders)
     references = {
         name: in_process(folder, ScorerExport(EXPORTS / name), requests, args.seconds)
         for name, folder in folders.items()
     }
-    ours = measure_ours(served, references, requests, args, workdir)
+    ours = [
+        measure_ours(serving, references, requests, args, workdir)
+        for serving in servings(catalog, workdir)
+    ]
     if not INFINITY.exists():
         install_infinity()
     infinity = {
@@ -207,16 +288,22 @@ def measure(args: argparse.Namespace, workdir: Path) -> list[ModelResult]:
         for name, folder in folders.items()
     }
     results = []
-    for name, reference in references.items():
-        checks = (reference.check, ours[name][0], *(check for check, _ in infinity[name]))
+    for model in catalog.models:
+        name, reference = model.name, references[model.name]
+        checks = (
+            reference.check,
+            *(each[name][0] for each in ours),
+            *(check for check, _ in infinity[name]),
+        )
         results.append(
             ModelResult(
                 name=name,
                 shape=SHAPES[name],
-                served_by=engines[name],
+                served_by=engine_line(model),
                 query_tokens=reference.query_tokens,
                 pair_tokens=reference.pair_tokens,
-                ours=ours[name][1],
+                served=tuple(each[name][1] for each in ours),
+                choice=_choice(model),
                 infinity=tuple(swept for _, swept in infinity[name]),
                 predict=reference.predict,
                 predict_threads=reference.predict_threads,

@@ -319,7 +319,11 @@ def test_rerank_report_states_rates_ratios_and_checks() -> None:
         served_by="minilm-l6-reranker-random: reranker, engine openvino, precision f32 (auto)",
         query_tokens=13.0,
         pair_tokens=110.0,
-        ours=Sweep("ours", (point(1, 320), point(2, 640))),
+        served=(
+            Sweep("ours: OpenVINO f32", (point(1, 320), point(2, 640))),
+            Sweep("ours: OpenVINO bf16", (point(1, 480), point(2, 960))),
+        ),
+        choice="ours: OpenVINO f32",
         infinity=(Sweep("Infinity torch", (point(1, 160),)),),
         predict=point(1, 128),
         predict_threads=2,
@@ -333,10 +337,15 @@ def test_rerank_report_states_rates_ratios_and_checks() -> None:
     report = render([result], settings)
     assert "`python -m perf.rerank --seconds 10`" in report
     assert "a CPU, class avx2" in report and "random weights" in report
-    # The best served point, 64 pairs/s: 4 x Infinity's 16, 5 x predict's 12.8, 0.8 x the ceiling.
-    summary = "| minilm-l6-reranker-random | 64.0 | 16.0 | x4.00 | 12.8 | x5.00 | 80.0 | x0.80 |"
+    # Both precisions side by side; the ratios are the choice's (f32, best 64 pairs/s): 4 x
+    # Infinity's 16, 5 x predict's 12.8, 0.8 x the ceiling.
+    summary = (
+        "| minilm-l6-reranker-random | 64.0 | 96.0 | ours: OpenVINO f32 | 64.0 | 16.0 | x4.00 | "
+        "12.8 | x5.00 | 80.0 | x0.80 |"
+    )
     assert summary in report
-    assert "| ours | c=2 | 64.0 | 20 | 110 | 119 | x1.00 |" in report
+    assert "| ours: OpenVINO f32 | c=2 | 64.0 | 20 | 110 | 119 | x1.00 |" in report
+    assert "| ours: OpenVINO bf16 | c=2 | 96.0 | 30 | 114 | 129 | x0.67 |" in report
     assert "over, reported only: no token type ids" in report
     assert "engine openvino, precision f32 (auto)`" in report  # what served ours
     assert not failed_checks([result]) and "FAILED" not in report
@@ -344,3 +353,40 @@ def test_rerank_report_states_rates_ratios_and_checks() -> None:
     failing = dataclasses.replace(result, checks=(over,))
     assert len(failed_checks([failing])) == 1
     assert "**Score checks FAILED:**" in render([failing], settings)
+
+
+# The benchmark rerankers' heads (harness/rerank_bench_models.py), on a small model of their kind.
+SPREAD_HEAD_SCRIPT = """
+import json
+import torch
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+from harness.rerank_bench_models import check_pairs, spread_head, vocabulary_folder
+tokenizer = AutoTokenizer.from_pretrained(str(vocabulary_folder()))
+config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=64, num_hidden_layers=2,
+                    num_attention_heads=4, intermediate_size=128, num_labels=1)
+torch.manual_seed(0)
+classifier = BertForSequenceClassification(config).eval()
+scores = {}
+for head in ("random", "spread"):
+    if head == "spread":
+        spread_head(classifier, tokenizer)
+    features = tokenizer(*map(list, zip(*check_pairs())), padding=True, truncation=True,
+                         max_length=512, return_tensors="pt")
+    with torch.no_grad():
+        scores[head] = torch.sigmoid(classifier(**features).logits[:, 0]).tolist()
+print(json.dumps(scores))
+"""
+
+
+def test_the_benchmark_rerankers_scores_spread_over_the_check_pairs() -> None:
+    """A random head scores every check pair about alike, so bf16's bound (a share of their
+    spread) would refuse it on every machine; the spread head spans 0.02..0.98 of the sigmoid."""
+    import json
+
+    from harness.export_environment import run_in_export_environment
+
+    done = run_in_export_environment(["-c", SPREAD_HEAD_SCRIPT])
+    scores = json.loads(done.stdout.splitlines()[-1])
+    assert np.ptp(scores["random"]) < 0.5
+    assert min(scores["spread"]) == pytest.approx(0.018, abs=1e-3)
+    assert max(scores["spread"]) == pytest.approx(0.982, abs=1e-3)
