@@ -39,6 +39,8 @@ SEED = 20240611
 MAX_LENGTH = 512
 # The check pairs' logits span -HEAD_LOGIT_SPAN..HEAD_LOGIT_SPAN: scores from 0.02 to 0.98.
 HEAD_LOGIT_SPAN = 4.0
+# Where config.json records it: a folder without it has a random head.
+HEAD_SPAN_KEY = "bench_head_logit_span"
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,11 @@ def has_bert_shape(folder: Path, hidden: int, layers: int, heads: int, intermedi
 
 def build_bench_model(spec: RerankBenchModel, out_dir: Path) -> Path:
     """Writes spec's CrossEncoder folder to out_dir / spec.name, unless it is there in spec's
-    shape."""
+    shape with its spread head (one built before spread_head has a random one)."""
     target = out_dir / spec.name
-    if has_bert_shape(target, spec.hidden, spec.layers, spec.heads, spec.intermediate):
+    if has_bert_shape(target, spec.hidden, spec.layers, spec.heads, spec.intermediate) and (
+        json.loads((target / "config.json").read_text()).get(HEAD_SPAN_KEY) == HEAD_LOGIT_SPAN
+    ):
         return target
     import torch
     from sentence_transformers import CrossEncoder
@@ -152,6 +156,7 @@ def spread_head(
         middle = float(along.max() + along.min()) / 2
         classifier.classifier.weight.copy_(scale * direction[None, :])
         classifier.classifier.bias.fill_(-scale * (float(mean @ direction) + middle))
+    setattr(classifier.config, HEAD_SPAN_KEY, HEAD_LOGIT_SPAN)
 
 
 BUILDS = ModelBuilds(

@@ -22,16 +22,15 @@ should run meanwhile.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from embedding_catalog.tasks import RERANK, VERSION
+from embedding_catalog.tasks import RERANK
 from embedding_client import EmbeddingClient
 from model_common.openvino_setting import exported_setting
 from model_common.processor import this_processor
@@ -60,7 +59,7 @@ from perf.rerank_load import (
 from perf.rerank_report import Check, ModelResult, Settings, Sweep, failed_checks, render, sweep
 from server.catalog import Catalog, CatalogModel
 from server.catalog_exports import engine_of, export_root
-from server.engine_report import ENGINE_NAMES, engine_line
+from server.engine_report import ENGINE_NAMES, engine_line, stage_record
 from server.paths import EXPORTS, REPO_ROOT
 from server.served_repository import prepare, write_served_repository
 
@@ -127,8 +126,8 @@ def _catalog(workdir: Path, folders: dict[str, Path]) -> Catalog:
 def _openvino_record(model: CatalogModel) -> dict[str, Any]:
     """What the scorer's export recorded of OpenVINO: its setting, and each precision's
     score difference on the check pairs and bound."""
-    path = export_root(model) / RERANK.engine_stage("openvino") / VERSION / "export.json"
-    openvino: dict[str, Any] = json.loads(path.read_text()).get("openvino", {})
+    record = stage_record(export_root(model), RERANK.engine_stage("openvino"))
+    openvino: dict[str, Any] = record.get("openvino", {})
     return openvino
 
 
@@ -141,8 +140,9 @@ def _choice(model: CatalogModel) -> str:
     engine = engine_of(model)
     if engine != "openvino":
         return _label(engine, "f32")
-    setting = model.openvino_setting or astuple(exported_setting(_openvino_record(model)))
-    return _label(engine, setting[0])
+    if model.openvino_setting is not None:
+        return _label(engine, model.openvino_setting[0])
+    return _label(engine, exported_setting(_openvino_record(model)).precision)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from server.catalog_exports import engine_of, export_root
 ENGINE_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
-def _record(root: Path, stage: str) -> dict[str, Any]:
+def stage_record(root: Path, stage: str) -> dict[str, Any]:
     """The export record of a model_repository stage folder, as exported under root."""
     path = root / stage / VERSION / "export.json"
     return json.loads(path.read_text()) if path.exists() else {}
@@ -92,7 +92,7 @@ def _auto(model: CatalogModel) -> bool:
 def _rerank_line(model: CatalogModel, engine: str, root: Path) -> str:
     """A reranker's scorer: its engine and precision, and its scores' checks against
     CrossEncoder.predict (export/score_check.py, export/rerank_openvino.py)."""
-    record = _record(root, RERANK.engine_stage("openvino"))
+    record = stage_record(root, RERANK.engine_stage("openvino"))
     openvino = record.get("openvino")
     chosen_by = "auto" if _auto(model) else "the catalog"
     line = f"{model.name}: reranker, engine {engine}"
@@ -120,7 +120,7 @@ def _rerank_line(model: CatalogModel, engine: str, root: Path) -> str:
 def _sparse_line(name: str, root: Path) -> str:
     """A sparse encoder's encoder: ONNX Runtime in float32, checked against
     SparseEncoder.encode."""
-    record = _record(root, SPARSE.engine_stage("onnxruntime"))
+    record = stage_record(root, SPARSE.engine_stage("onnxruntime"))
     return (
         f"{name}: sparse encoder, engine onnxruntime, precision f32, pooling "
         f"{record.get('pooling_strategy')}; max value difference to SparseEncoder "
@@ -144,7 +144,7 @@ def embedder_line(model: CatalogModel, engine: str, root: Path) -> str:
     chosen_by = "auto" if _auto(model) else "the catalog"
     if engine == "tensorrt":
         return f"{model.name}: engine tensorrt ({chosen_by}: its engine is built on this GPU)"
-    openvino = _record(root, EMBED.engine_stage("openvino")).get("openvino")
+    openvino = stage_record(root, EMBED.engine_stage("openvino")).get("openvino")
     if engine == "openvino" and openvino is not None:
         cosines = _measures(openvino, "min_cosine", lambda cosine: f"{cosine:.7f}")
         line = (
@@ -153,7 +153,7 @@ def embedder_line(model: CatalogModel, engine: str, root: Path) -> str:
             f"bar {openvino['min_cosine_required']}{_elsewhere(openvino)}"
         )
     else:
-        onnx = _record(root, EMBED.engine_stage("onnxruntime"))
+        onnx = stage_record(root, EMBED.engine_stage("onnxruntime"))
         line = (
             f"{model.name}: engine onnxruntime, precision f32, graph {onnx.get('graph')} "
             f"({chosen_by}); min cosine to sentence-transformers {onnx.get('min_cosine')}; "

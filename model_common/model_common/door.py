@@ -80,9 +80,10 @@ class AdmissionDoor:
 class WorkCounter:
     """A fed stage's (an embedder's, a scorer's, an encoder's): counts the
     requests it starts, every one its execute gets, good or not, and its
-    work: the real tokens of the good ones, and its process's CPU time while
-    any execute is in flight (an execute that awaits another model may
-    overlap the next)."""
+    work: the real tokens of the good ones, and its process's CPU time from
+    its first execute on, counted at each release (so an execute that
+    awaits another model and overlaps the next is counted once, and one
+    that raised is counted with the next)."""
 
     def __init__(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
         backlog = Backlog(args["model_name"])
@@ -90,19 +91,18 @@ class WorkCounter:
         self._started = backlog.own(STARTED, instance)
         self._tokens = backlog.own(RAN_TOKENS, instance)
         self._cpu_us = backlog.own(RAN_CPU_US, instance)
-        self._in_flight = 0
-        self._since = 0.0
+        # Not at construction: loading the engine after it is no work served.
+        self._counted_to: float | None = None
 
     def admit(self, requests: int, valid: int, tokens: int) -> None:
         self._started.add(requests)
         self._tokens.add(tokens)
-        if self._in_flight == 0:
-            self._since = time.process_time()
-        self._in_flight += 1
+        if self._counted_to is None:
+            self._counted_to = time.process_time()
 
     def release(self, responses: Sequence[pb_utils.InferenceResponse]) -> None:
-        """A fed stage's requests left the backlog when they started; its
-        CPU time is counted once no execute is in flight."""
-        self._in_flight -= 1
-        if self._in_flight == 0:
-            self._cpu_us.add(round((time.process_time() - self._since) * 1e6))
+        """A fed stage's requests left the backlog when they started."""
+        now = time.process_time()
+        if self._counted_to is not None:
+            self._cpu_us.add(round((now - self._counted_to) * 1e6))
+        self._counted_to = now
