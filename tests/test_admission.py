@@ -29,6 +29,8 @@ from model_common.backlog import (
     STARTED,
     Backlog,
 )
+from model_common.embedder_setup import EmbedderSetup
+from model_common.record import ExportRecord
 
 from server import launch_plan
 
@@ -286,3 +288,17 @@ def test_an_old_reading_is_renewed(backlog_dir: Path, metrics: Metrics) -> None:
     time.sleep(0.03)
     gate.wait()
     assert metrics.readings == 2
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", ""])
+def test_a_backlog_in_seconds_that_is_not_a_positive_number_fails_the_load_naming_it(
+    value: str,
+) -> None:
+    setup = EmbedderSetup(
+        {"max_embedder_backlog_seconds": value}, Path("."), ExportRecord(512, 30522, {}), 64
+    )
+    with pytest.raises(ValueError, match="'max_embedder_backlog_seconds' is .*positive number"):
+        setup.seconds("max_embedder_backlog_seconds")
+    assert (
+        EmbedderSetup({"s": "1.0"}, Path("."), ExportRecord(512, 30522, {}), 64).seconds("s") == 1
+    )
