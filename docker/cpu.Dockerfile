@@ -4,7 +4,8 @@
 # edge, and the gateway (gateway/, on the client library clients/), on
 # Debian 12 with its Python 3.11, run as a non-root user. No
 # torch: the model repository, exported by the onnx-export service or
-# scripts/setup.sh, is mounted at /models, as on the GPU.
+# scripts/setup.sh, is mounted at /models, as on the GPU; a model by its Hub
+# id comes fetched and exported in volumes (the hub-export service).
 #
 #   docker build -f docker/cpu.Dockerfile -t triton-embedding/cpu:2.51 .
 #
@@ -66,6 +67,13 @@ ENV PATH=/opt/venv/bin:$PATH
 # build/serializer/, through the backend folder build/triton_backends/.
 WORKDIR /opt/embedding
 COPY server /opt/embedding/server
+# Read, never run here (no torch; model_common runs from the venv): the
+# launcher keys each export by a digest of these files
+# (server/catalog_exports.py, EXPORT_CODE), so it serves a model by Hub id
+# that compose's hub-export service exported only with the same files under
+# its REPO_ROOT.
+COPY export /opt/embedding/export
+COPY model_common /opt/embedding/model_common
 # The default catalog, served from the model repository mounted at /models,
 # which the launcher finds as its REPO_ROOT/model_repository.
 COPY models.toml /opt/embedding/models.toml

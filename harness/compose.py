@@ -40,6 +40,9 @@ TENANTS_FILE = "tenants.toml"
 PROFILE = "cpu"
 SERVER = "triton-cpu"
 GATEWAY = "gateway-cpu"
+# The shell's settings of a model by Hub id (docker-compose.yml's hub-export
+# service): the test serves the packaged model, as without them.
+HUB_MODEL_VARIABLES = ("MODEL_ID", "MODEL_REVISION")
 INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install_podman.sh"
 PODMAN_COMPOSE = REPO_ROOT / "build" / "podman-compose" / "bin" / "podman-compose"
 # The build secret docker/cpu.Dockerfile mounts for pip: the host's CA bundle,
@@ -134,11 +137,12 @@ def podman_environment(workdir: Path) -> dict[str, str]:
     conf = workdir / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
     # COMPOSE_PROFILES would add profiles to --profile, and the compose file's
-    # EMBEDDING_* settings are the test's to choose.
+    # EMBEDDING_* and Hub model settings are the test's to choose.
     environment = {
         key: value
         for key, value in os.environ.items()
-        if key != "COMPOSE_PROFILES" and not key.startswith("EMBEDDING_")
+        if key not in ("COMPOSE_PROFILES", *HUB_MODEL_VARIABLES)
+        and not key.startswith("EMBEDDING_")
     }
     environment["CONTAINERS_CONF"] = str(conf)
     return environment
@@ -347,7 +351,10 @@ class ComposeStack(EndpointUrls):
         return self.podman(kind, "ls", "--filter", label, "--format", "{{.Name}}").split()
 
     def up(self) -> None:
-        self.compose("up", "--detach")
+        # The server and the gateway without the one-shot hub-export they
+        # depend on: without MODEL_ID it does nothing, and its image (torch,
+        # from python:3.11-slim) is neither built here nor at hand offline.
+        self.compose("up", "--detach", "--no-deps", SERVER, GATEWAY)
         for service in (SERVER, GATEWAY):
             (name,) = self.podman(
                 "ps",

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,11 +79,16 @@ def running_server(
     python: Path | None = None,
     extra_args: Sequence[str] = (),
     graceful: bool = False,
+    launcher: Sequence[str] | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> Iterator[RunningServer]:
     """Starts tritonserver, yields once it is ready, stops it on exit.
     `python` runs the launcher, and the Python-backend stubs then use its
     environment (server.launch_plan.server_environment); default: this one.
     `extra_args`: more server.launch options (e.g. --otlp-endpoint=URL).
+    `launcher`: the command that starts the launcher with what it serves
+    (e.g. scripts/serve.sh --model-id ID) instead of `python` serving
+    `repositories`; `environment`: variables set for it.
     The stop kills it and removes the shared memory it leaves, unless
     `graceful`: the tests of a graceful stop start the server so (or a
     launcher of their own), and to every other test the stop is only time,
@@ -91,28 +96,32 @@ def running_server(
     second or more each), or its whole exit timeout where a stub was killed
     under load and left an instance Triton never unloads."""
     endpoints = free_loopback_endpoints()
-    command = [
+    served = launcher or [
         str(python or sys.executable),
         "-m",
         "server.launch",
-        f"--host={endpoints.host}",
-        f"--http-port={endpoints.http_port}",
-        f"--grpc-port={endpoints.grpc_port}",
-        f"--metrics-port={endpoints.metrics_port}",
         *(
             f"--model-repository={repository}"
             for repository in (repositories or default_repositories())
         ),
+    ]
+    command = [
+        *served,
+        f"--host={endpoints.host}",
+        f"--http-port={endpoints.http_port}",
+        f"--grpc-port={endpoints.grpc_port}",
+        f"--metrics-port={endpoints.metrics_port}",
         *extra_args,
     ]
     # The launcher reads the admin key from its environment only; one set
     # where the tests run must not restrict a server started without one.
-    environment = {key: value for key, value in os.environ.items() if key != ADMIN_KEY_VARIABLE}
+    variables = {key: value for key, value in os.environ.items() if key != ADMIN_KEY_VARIABLE}
+    variables.update(environment or {})
     if admin_key:
-        environment[ADMIN_KEY_VARIABLE] = admin_key
+        variables[ADMIN_KEY_VARIABLE] = admin_key
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
+            command, cwd=REPO_ROOT, env=variables, stdout=log, stderr=subprocess.STDOUT
         )
     server = RunningServer(endpoints, log_path, process)
     try:

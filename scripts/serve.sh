@@ -5,11 +5,16 @@
 # (server/served_repository.py) and runs tritonserver on it (stub watchdog,
 # graceful drain).
 #
-#   scripts/serve.sh [--catalog FILE] [--tenants FILE] [launcher arguments]
+#   scripts/serve.sh [--catalog FILE | --model-id ORG/NAME [--revision R] [--name N]]
+#                    [--tenants FILE] [launcher arguments]
 #
-# --catalog: the model catalog (default: models.toml). --tenants: a tenants
-# file; Envoy then takes the public ports with each tenant's keys, models,
-# quota and priority (docs/operations.md, "Tenants"). Other arguments go to
+# --catalog: the model catalog (default: models.toml). --model-id: one
+# Hugging Face Hub model instead, downloaded into the Hugging Face cache
+# (HF_TOKEN, HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE hold; README, "Models
+# by Hub id"); its name is the id's last part unless --name gives one.
+# --tenants: a tenants file; Envoy then takes the public ports with each
+# tenant's keys, models, quota and priority (docs/operations.md,
+# "Tenants"). Other arguments go to
 # the launcher (--host, --http-port, --grpc-port, --metrics-port,
 # --triton-home, for traces --otlp-endpoint URL and --trace-sampling RATIO,
 # --log-format json|text: JSON lines by default); the admin key comes from

@@ -155,6 +155,7 @@ serving_and_tools() {
   scripts/install_perf_analyzer.sh
   scripts/install_helm.sh
   scripts/install_jaeger.sh
+  scripts/install_olah.sh
 }
 
 # Steps running in the background, each its own process group (set -m), so

@@ -14,8 +14,11 @@ MODEL_REPOSITORY itself. Standard library only.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 from model_common.exit_status import ending
@@ -40,6 +43,9 @@ EXPORT_CODE = (
     REPO_ROOT / "model_common" / "model_common" / "openvino_setting.py",
 )
 DIGEST_FILE = "source.sha256"
+# Which Hub model and commit a Hub entry's export was made from, for people:
+# the digest above is what keys it.
+HUB_RECORD = "hub.json"
 # An export's progress bars, captured, would only bury the line that says
 # why it failed.
 QUIET_EXPORT = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
@@ -63,13 +69,17 @@ def engine_of(model: CatalogModel) -> str:
 
 def source_digest(model: CatalogModel) -> str:
     """The digest of what an export of `model` is made from: the engine, the
-    processor class, the export code's contents, and each file of the model's
-    folder by path, size and modification time, so that a start does not
-    read the weights."""
+    processor class, the export code's contents, and the model: a Hub
+    model's commit (its snapshot folder's name), or each file of a folder by
+    path, size and modification time, so that a start does not read the
+    weights."""
     assert model.path is not None
     digest = hashlib.sha256(f"{model.engine}:{this_processor().cls}".encode())
     for path in EXPORT_CODE:
         digest.update(path.name.encode() + path.read_bytes())
+    if model.hub is not None:
+        digest.update(f"hub:{model.hub.repo_id}@{model.path.name}".encode())
+        return digest.hexdigest()
     for path in sorted(path for path in model.path.rglob("*") if path.is_file()):
         stat = path.stat()
         digest.update(f"{path.relative_to(model.path)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
@@ -107,7 +117,11 @@ def ensure_exported(model: CatalogModel) -> str | None:
     wanted = source_digest(model)
     if stamp.exists() and stamp.read_text().strip() == wanted:
         return None
-    log("catalog", f"exporting {model.name!r} from {model.path}")
+    source = (
+        model.path if model.hub is None else f"hub {model.hub.repo_id!r} commit {model.path.name}"
+    )
+    log("catalog", f"exporting {model.name!r} from {source}")
+    started = time.monotonic()
     stamp.unlink(missing_ok=True)
     script = str(REPO_ROOT / "export" / "export_onnx.py")
     refusal = _run(
@@ -117,8 +131,12 @@ def ensure_exported(model: CatalogModel) -> str | None:
     if refusal is None and has_openvino and model.engine != "onnxruntime":
         refusal = _export_openvino(model, root)
     if refusal:
-        return f"entry {model.name!r} ({model.path}): export refused: {refusal}"
+        return f"entry {model.name!r} ({source}): export refused: {refusal}"
     stamp.write_text(wanted + "\n")
+    if model.hub is not None:
+        record = {**asdict(model.hub), "commit": model.path.name}
+        (root / HUB_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    log("catalog", f"exported {model.name!r} in {time.monotonic() - started:.0f} s")
     return None
 
 
@@ -129,6 +147,7 @@ def _export_openvino(model: CatalogModel, root: Path) -> str | None:
     # its model.xml, no engine choice picks OpenVINO (paths.faster_cpu_engine).
     (root / str(model.task_declaration.openvino_version) / "model.xml").unlink(missing_ok=True)
     script = str(REPO_ROOT / "export" / "export_openvino.py")
+    log("catalog", f"{model.name}: converting its ONNX export to OpenVINO IR, timing both engines")
     refusal = _run([str(EXPORT_PYTHON), script, f"--repository={root}"])
     if refusal is None or model.engine != "auto":
         return refusal

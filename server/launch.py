@@ -63,8 +63,15 @@ from server.launch_plan import (
     launch_plan,
 )
 from server.logs import add_log_format_argument, log, use_format
+from server.model_id import (
+    DEFAULT_REVISION,
+    MODEL_ID_CATALOG,
+    MODEL_ID_VARIABLE,
+    MODEL_REVISION_VARIABLE,
+    model_id_catalog,
+)
 from server.paths import REPO_ROOT, SERVED_REPOSITORY, default_repositories
-from server.served_repository import prepare
+from server.served_repository import exported, prepare
 from server.supervisor import supervise
 from server.tenants import CatalogStages, read_tenants
 from server.tracing import add_tracing_arguments
@@ -101,11 +108,39 @@ def _add_served_arguments(parser: argparse.ArgumentParser) -> None:
         "served from a repository written for it (default: %(default)s)",
     )
     served.add_argument(
+        "--model-id",
+        default=os.environ.get(MODEL_ID_VARIABLE) or None,
+        help="serve this one Hugging Face Hub model ('org/name'), downloaded into the Hugging "
+        "Face cache, instead of a catalog (default: the environment variable "
+        f"{MODEL_ID_VARIABLE}, where no other catalog nor --model-repository is given)",
+    )
+    served.add_argument(
         "--model-repository",
         type=Path,
         action="append",
         help="serve this model repository folder as it is instead of a catalog; repeat for "
         f"several (e.g. {' and '.join(str(p.relative_to(REPO_ROOT)) for p in default_repositories())})",
+    )
+    parser.add_argument(
+        "--revision",
+        default=os.environ.get(MODEL_REVISION_VARIABLE) or DEFAULT_REVISION,
+        help="with --model-id: its branch, tag or commit (default: the environment variable "
+        f"{MODEL_REVISION_VARIABLE}, else %(default)s)",
+    )
+    parser.add_argument(
+        "--name",
+        help="with --model-id: the name clients call it by (default: the id's last part)",
+    )
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="with --model-id: accept pickled weights (.bin, .pt), which run code when loaded",
+    )
+    parser.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="download and export the models to serve, then exit without serving (a container "
+        "that prepares a volume for the servers)",
     )
     parser.add_argument(
         "--served-repository",
@@ -158,14 +193,26 @@ def argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _catalog_path(args: argparse.Namespace) -> Path:
+    """The catalog to serve: --catalog's, or for --model-id one written for it
+    beside the served repository (the edge and the gateway read it too)."""
+    if args.model_id is None or args.catalog.resolve() != DEFAULT_CATALOG.resolve():
+        return args.catalog.resolve()
+    name = args.name or args.model_id.rstrip("/").split("/")[-1]
+    path = args.served_repository.resolve().parent / MODEL_ID_CATALOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        model_id_catalog(name, args.model_id, args.revision, args.trust_pickle), encoding="utf-8"
+    )
+    return path
+
+
 def _served(args: argparse.Namespace) -> tuple[list[Path], CatalogStages | None] | str:
     """The repositories to serve and, for a catalog, its models' stages (the
     catalog's repository written, its engines logged); or why not."""
     if args.model_repository:
         return [path.resolve() for path in args.model_repository], None
-    catalog = prepare(
-        args.catalog.resolve(), args.served_repository.resolve(), args.tokenizer_instances
-    )
+    catalog = prepare(args.catalog, args.served_repository.resolve(), args.tokenizer_instances)
     if isinstance(catalog, str):
         return catalog
     _log(f"catalog {catalog.path}: {', '.join('/'.join(m.names) for m in catalog.models)}")
@@ -198,6 +245,18 @@ def main(argv: list[str] | None = None) -> None:
     use_format(args.log_format)
     if args.model_repository and args.tokenizer_instances is not None:
         parser.error("--tokenizer-instances applies to a catalog, not to --model-repository")
+    if args.model_id is None and (args.name or args.trust_pickle):
+        parser.error("--name and --trust-pickle apply to --model-id only")
+    if not args.model_repository:
+        args.catalog = _catalog_path(args)
+    if args.prepare_only:
+        if args.model_repository:
+            parser.error("--prepare-only prepares a catalog or --model-id, not --model-repository")
+        catalog = exported(args.catalog)
+        if isinstance(catalog, str):
+            parser.exit(2, f"launcher: {catalog}\n")
+        _log(f"prepared {', '.join(model.name for model in catalog.models)}; not serving")
+        return
     try:
         triton = installed_triton(args.triton_home) if args.triton_home else wheel_triton()
     except FileNotFoundError as error:

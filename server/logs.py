@@ -39,6 +39,11 @@ def use_format(name: str) -> None:
     _format = name
 
 
+def log_format() -> str:
+    """The format this process's lines are in."""
+    return _format
+
+
 def utc_timestamp(when: datetime | None = None) -> str:
     """ISO 8601 in UTC with milliseconds and a Z, as log pipelines parse it."""
     # timezone.utc, not datetime.UTC (3.11): the GPU image runs Python 3.10.

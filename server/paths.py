@@ -7,6 +7,7 @@ read every path from here; nothing else spells them. Standard library only
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from embedding_catalog.exports import TOKENIZER_JSON as EXPORT_TOKENIZER_JSON
@@ -41,9 +42,10 @@ EXPORT_PYTHON = REPO_ROOT / ".venv-export" / "bin" / "python"
 
 
 # Where scripts/serve.sh exports a catalog's models that have a folder of
-# their own (one repository-shaped folder per model, as export/ writes it),
-# and the repository it serves, written from the catalog at each start.
-EXPORTS = REPO_ROOT / "build" / "exports"
+# their own (one repository-shaped folder per model, as export/ writes it;
+# EMBEDDING_EXPORTS names another, as the containers' export volume), and
+# the repository it serves, written from the catalog at each start.
+EXPORTS = Path(os.environ.get("EMBEDDING_EXPORTS") or REPO_ROOT / "build" / "exports")
 SERVED_REPOSITORY = REPO_ROOT / "build" / "served"
 # The CPU embedder folder of each engine, in MODEL_REPOSITORY and in every
 # export (the bi-encoder's declaration, embedding_catalog.tasks).

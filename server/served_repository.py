@@ -37,6 +37,7 @@ from server.catalog import Catalog, CatalogModel, read_catalog
 from server.catalog_exports import engine_of, ensure_exported, export_root
 from server.config_text import Edit, parameter, replace
 from server.engine_probe import probed
+from server.hub_fetch import fetch
 from server.paths import MODEL_REPOSITORY, REPO_ROOT
 
 TENSORRT_ENGINE_STAGE = PACKAGED_STAGES[2]
@@ -160,15 +161,28 @@ def write_served_repository(
         _entry_points(out, model)
 
 
+def exported(catalog_path: Path) -> Catalog | str:
+    """Reads the catalog, downloading its Hub models, and exports what is missing or stale;
+    the refusal when any of it cannot be done."""
+    catalog = read_catalog(catalog_path, fetch)
+    if isinstance(catalog, str):
+        return catalog
+    for model in catalog.models:
+        refusal = ensure_exported(model)
+        if refusal:
+            return f"catalog {catalog_path}: {refusal}"
+    return catalog
+
+
 def prepare(catalog_path: Path, out: Path, tokenizer_instances: int | None = None) -> Catalog | str:
     """Reads the catalog, exports what is missing or stale, probes what OpenVINO will load,
     writes the repository; the refusal when any of it cannot be done."""
-    catalog = read_catalog(catalog_path)
+    catalog = exported(catalog_path)
     if isinstance(catalog, str):
         return catalog
     models = []
     for model in catalog.models:
-        served = ensure_exported(model) or probed(model)
+        served = probed(model)
         if isinstance(served, str):
             return f"catalog {catalog_path}: {served}"
         models.append(served)

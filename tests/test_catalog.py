@@ -58,6 +58,11 @@ def test_the_default_catalog_names_the_packaged_minilm_and_todays_names() -> Non
         ('[[models]]\nname = "a"\ninstances = 0\n', ["'a'", "'instances'"]),
         ('[[models]]\nname = "a"\nbatch = 3\n', ["'a'", "unknown keys ['batch']"]),
         ('[[models]]\npath = "x"\n', ["#1", "'name' is required"]),
+        ('[[models]]\nname = "a"\nhub = "o/m"\npath = "x"\n', ["'a'", "'path' and 'hub'"]),
+        ('[[models]]\nname = "a"\nhub = "no-owner"\n', ["'a'", "'no-owner'", "'owner/name'"]),
+        ('[[models]]\nname = "a"\nhub = "o/m"\nrevision = 3\n', ["'a'", "'revision'"]),
+        ('[[models]]\nname = "a"\nhub = "o/m"\ntrust_pickle = 1\n', ["'a'", "'trust_pickle'"]),
+        ('[[models]]\nname = "a"\nrevision = "v1"\n', ["'a'", "'revision'", "'hub' entry"]),
         ("models = 3\n", ["no [[models]] entry"]),
         ("[[models]\n", ["not valid TOML"]),
     ],
@@ -69,6 +74,27 @@ def test_a_catalog_that_cannot_be_served_is_refused_naming_the_entry(
     assert isinstance(refusal, str), refusal
     for part in named:
         assert part in refusal, refusal
+
+
+def test_a_hub_entry_is_served_from_the_cache_alone_where_the_launcher_put_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edge and the gateway read a catalog after the launcher downloaded
+    its Hub models: they find each revision's snapshot through the cache's
+    refs, and refuse, naming the id, one the cache lacks."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    text = '[[models]]\nname = "m"\nhub = "org/m"\nrevision = "v1"\n'
+    refusal = read_catalog(_catalog(tmp_path, text))
+    assert isinstance(refusal, str) and "'org/m'" in refusal and "'v1'" in refusal, refusal
+    repo = tmp_path / "cache" / "models--org--m"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "snapshots").mkdir(parents=True)
+    snapshot = _folder(repo / "snapshots", commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "v1").write_text(commit)
+    catalog = read_catalog(_catalog(tmp_path, text))
+    assert isinstance(catalog, Catalog), catalog
+    assert catalog.models[0].path == snapshot and catalog.models[0].hub is not None
 
 
 def test_paths_are_read_from_the_catalogs_folder(tmp_path: Path) -> None:

@@ -21,17 +21,31 @@ import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
 from embedding_gateway.server import API_KEY_VARIABLE
 
-from harness.compose import TENANTS_DIR_VARIABLE, TENANTS_FILE, tenants_compose_file
+from harness.compose import (
+    HUB_MODEL_VARIABLES,
+    TENANTS_DIR_VARIABLE,
+    TENANTS_FILE,
+    tenants_compose_file,
+)
 from harness.helm import CHART, HELM
 from harness.repository import read_config
+from server.catalog_exports import EXPORT_CODE
 from server.launch import argument_parser
 from server.launch_plan import ADMIN_KEY_VARIABLE, EDGE_STATS_PORT_OFFSET, Endpoints
-from server.paths import REPO_ROOT, SERIALIZER_BACKEND, SERIALIZER_FILE, SERIALIZER_LIBRARY
+from server.model_id import DEFAULT_REVISION, MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE
+from server.paths import (
+    EXPORT_PYTHON,
+    REPO_ROOT,
+    SERIALIZER_BACKEND,
+    SERIALIZER_FILE,
+    SERIALIZER_LIBRARY,
+)
 from server.shutdown_timings import EDGE_STOP_MARGIN_S, EXIT_TIMEOUT_S
 from server.shutdown_timings import WATCHDOG_STOP_TIMEOUT_S as STOP_TIMEOUT_S
 
@@ -43,7 +57,7 @@ SERVING_PORTS = {8000, 8001, 8002}
 GATEWAY_PORT = 8080
 PROFILES = {
     "gpu": {"onnx-export", "export", "triton", "balancer", "gateway"},
-    "cpu": {"triton-cpu", "gateway-cpu"},
+    "cpu": {"hub-export", "triton-cpu", "gateway-cpu"},
     "perf": {"perf"},
 }
 GPU_SERVICES = ("export", "triton")
@@ -56,6 +70,19 @@ GATEWAYS = {
 }
 # Services that run a published image as is, building nothing.
 PREBUILT = {"perf", "balancer"}
+# A model by its Hub id: the one-shot service that fetches and exports it
+# before triton-cpu serves it, and the launcher's variable that each of the
+# shell's settings (MODEL_ID, MODEL_REVISION) sets in both.
+HUB_EXPORT = "hub-export"
+HUB_SETTINGS = dict(
+    zip(HUB_MODEL_VARIABLES, (MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE), strict=True)
+)
+# Where huggingface_hub's cache and the launcher's exports are (its
+# EMBEDDING_EXPORTS, server/paths.py).
+HUB_FOLDERS = ("HF_HOME", "EMBEDDING_EXPORTS")
+# huggingface_hub's settings of the download, from the shell to the service
+# that downloads alone.
+HUB_DOWNLOAD_SETTINGS = ("HF_TOKEN", "HF_ENDPOINT", "HF_HUB_OFFLINE")
 NGC_RELEASE = "24.10"
 LAUNCHER = ["python3", "-m", "server.launch"]
 # The Python of tritonserver:24.10-py3 (Ubuntu 22.04), which runs the launcher.
@@ -141,9 +168,15 @@ def _command(compose: dict[str, Any], name: str) -> list[str]:
     return cmd
 
 
+def _interpolated(text: str, shell: dict[str, str]) -> str:
+    """`text` with each ${VARIABLE:-default} replaced as compose does, from
+    `shell`'s variables: the value, or the default where unset or empty."""
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: shell.get(m[1]) or m[2], text)
+
+
 def _with_defaults(text: str) -> str:
     """`text` with each ${VARIABLE:-default} replaced by its default."""
-    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", text)
+    return _interpolated(text, {})
 
 
 def _launcher_arguments(compose: dict[str, Any], name: str) -> argparse.Namespace:
@@ -297,7 +330,8 @@ def test_served_repositories_exist_on_the_host(compose: dict[str, Any]) -> None:
         if not repositories:
             # The catalog the image holds, over the host's model repository.
             assert mounts.get("/models") == "./model_repository", name
-            assert _launcher_arguments(compose, name).catalog.name == "models.toml", name
+            catalog = _launcher_arguments(compose, name).catalog
+            assert catalog.name == "models.toml", name
             continue
         assert len(repositories) == 2, f"{name}: expected shared + one embedder repository"
         for repository in repositories:
@@ -415,6 +449,139 @@ def test_cpu_image_keeps_build_tools_and_secrets_out(compose: dict[str, Any]) ->
             assert not any(a.endswith((".crt", ".pem")) for a in arguments), arguments
         if instruction == "RUN" and "pip install" in " ".join(arguments):
             assert "--mount=type=secret,id=ca-certificates" in arguments, arguments
+
+
+# --- a model by its Hub id ---------------------------------------------------
+
+
+def _named_volumes(service: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """Container path -> (named volume, whether read-only) of the service's
+    named volumes."""
+    mounts = {}
+    for entry in service.get("volumes", []):
+        source, target, *mode = entry.split(":")
+        if not source.startswith((".", "/")):
+            mounts[target] = (source, mode == ["ro"])
+    return mounts
+
+
+def _copied(copies: dict[str, PurePosixPath], source: str) -> PurePosixPath | None:
+    """Where the final stage copies `source`, written with a trailing slash or without."""
+    return copies.get(source, copies.get(f"{source}/"))
+
+
+def test_hub_export_prepares_what_the_cpu_server_serves(compose: dict[str, Any]) -> None:
+    """MODEL_ID=org/name: hub-export, run to completion before triton-cpu
+    starts, fetches and exports the model into named volumes, which
+    triton-cpu mounts read-only at the same paths, with the same settings,
+    offline; the shell's HF_TOKEN, HF_ENDPOINT and HF_HUB_OFFLINE reach
+    hub-export alone (unset there where unset in the shell)."""
+    services = _services(compose)
+    fetcher, server = services[HUB_EXPORT], services["triton-cpu"]
+    assert server["depends_on"][HUB_EXPORT]["condition"] == "service_completed_successfully"
+    assert "restart" not in fetcher, "a one-shot service"
+    for shell, variable in HUB_SETTINGS.items():
+        assert fetcher["environment"][variable] == f"${{{shell}:-}}", variable
+        assert server["environment"][variable] == fetcher["environment"][variable], variable
+    volumes = set()
+    for variable in HUB_FOLDERS:
+        path = fetcher["environment"][variable]
+        assert server["environment"][variable] == path, variable
+        volume, read_only = _named_volumes(fetcher)[path]
+        assert not read_only, f"{HUB_EXPORT} writes {path}"
+        assert _named_volumes(server)[path] == (volume, True), variable
+        volumes.add(volume)
+    assert len(volumes) == len(HUB_FOLDERS), "the cache and the exports in volumes of their own"
+    assert server["environment"]["HF_HUB_OFFLINE"] == "1"
+    for variable in HUB_DOWNLOAD_SETTINGS:
+        assert variable in fetcher["environment"] and fetcher["environment"][variable] is None
+    assert "HF_TOKEN" not in server["environment"]
+
+
+def test_unset_hub_settings_serve_the_catalog(compose: dict[str, Any]) -> None:
+    """Unset in the shell, MODEL_ID and MODEL_REVISION reach the launcher
+    empty, which it takes as not given: the catalog, as before; set, that
+    model at that revision."""
+    environment = _services(compose)["triton-cpu"]["environment"]
+
+    def parsed(shell: dict[str, str]) -> argparse.Namespace:
+        settings = {
+            variable: _interpolated(environment[variable], shell)
+            for variable in HUB_SETTINGS.values()
+        }
+        with mock.patch.dict(os.environ, settings):
+            return _launcher_arguments(compose, "triton-cpu")
+
+    unset = parsed({})
+    assert (unset.model_id, unset.revision) == (None, DEFAULT_REVISION)
+    given = parsed(dict(zip(HUB_SETTINGS, ("org/name", "v1.5"), strict=True)))
+    assert (given.model_id, given.revision) == ("org/name", "v1.5")
+
+
+def test_hub_export_runs_the_launcher_in_the_export_image(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    """hub-export's image has torch (requirements/export.txt), the launcher
+    in its REPO_ROOT, and the export's Python where the launcher runs it
+    (EXPORT_PYTHON); its script does nothing without a model id, and with
+    one runs the launcher with --prepare-only, which its parser accepts."""
+    context, dockerfile = _dockerfiles(compose)[HUB_EXPORT]
+    _, stage = _final_stage(dockerfile)
+    workdir, copies = _workdir_copies(stage)
+    runs = [" ".join(arguments) for instruction, arguments in stage if instruction == "RUN"]
+    assert any("pip install" in run and "requirements/export.txt" in run for run in runs), runs
+    assert _copied(copies, "server") == PurePosixPath(workdir, "server"), copies
+    export_python = EXPORT_PYTHON.relative_to(REPO_ROOT).as_posix()
+    links = [re.search(rf"ln -s (\S+) {re.escape(export_python)}\b", run) for run in runs]
+    (link,) = [found for found in links if found]
+    assert link[1].startswith("/usr/local/bin/python"), "not the Python pip installs into"
+    (script,) = _command(compose, HUB_EXPORT)
+    assert _copied(copies, script) == PurePosixPath(workdir, script), copies
+    assert os.access(context / script, os.X_OK), script
+    # A python3 that prints its arguments, in place of the launcher.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text('#!/bin/sh\necho "$@"\n')
+    (fake / "python3").chmod(0o755)
+
+    def run(model_id: str) -> str:
+        done = subprocess.run(
+            [str(context / script)],
+            cwd=tmp_path,
+            env={"PATH": f"{fake}:/usr/bin:/bin", MODEL_ID_VARIABLE: model_id},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+        return done.stdout
+
+    assert "server.launch" not in run("")
+    module, name, *arguments = shlex.split(run("org/name"))
+    assert [module, name] == LAUNCHER[1:], run("org/name")
+    with mock.patch.dict(os.environ, {MODEL_ID_VARIABLE: "org/name"}):
+        launcher = argument_parser().parse_args(arguments)
+    assert launcher.prepare_only and launcher.model_id == "org/name"
+
+
+def test_the_export_and_the_cpu_image_hold_what_keys_an_export(compose: dict[str, Any]) -> None:
+    """The launcher serves an export only while the digest of its code
+    (EXPORT_CODE, under its REPO_ROOT) is what it was when exported: the
+    image that exports and the CPU image that serves hold those files there,
+    from the same checkout. The CPU image's launcher reads the cache with
+    huggingface_hub, which it pins."""
+    for name in (HUB_EXPORT, "triton-cpu"):
+        _, stage = _final_stage(_dockerfiles(compose)[name][1])
+        workdir, copies = _workdir_copies(stage)
+        for path in EXPORT_CODE:
+            relative = PurePosixPath(path.relative_to(REPO_ROOT).as_posix())
+            assert any(
+                relative.is_relative_to(PurePosixPath(source))
+                and destination == PurePosixPath(workdir, source)
+                for source, destination in copies.items()
+            ), f"{name}: {relative} is not under its REPO_ROOT {workdir}"
+    pins = (REPO_ROOT / "requirements" / "image.txt").read_text()
+    assert re.search(r"^huggingface_hub==", pins, re.MULTILINE)
 
 
 def _image_standard_library() -> set[str] | None:

@@ -15,7 +15,10 @@ balancer's Envoy configuration points at the Triton pods (and, where Envoy
 is installed, Envoy itself accepts it), the PrometheusRule carries the rules
 file and its job names match the ServiceMonitors', and, with tenants, the
 Secret is mounted, its edge's stats scraped, and an edit of the Secret, made
-as the kubelet makes it, revokes a key at a real edge. helm comes from
+as the kubelet makes it, revokes a key at a real edge; with a model by its
+Hub id, an initContainer of the export image prepares it with the server's
+settings into the cache claim and the pod's exports, which the server reads
+offline, the token only from a Secret. helm comes from
 scripts/install_helm.sh (setup.sh)."""
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from server.launch_plan import (
     edge_command,
     internal_endpoints,
 )
+from server.model_id import DEFAULT_REVISION, MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 from server.shutdown_timings import EDGE_STOP_MARGIN_S, EXIT_TIMEOUT_S
 from server.shutdown_timings import WATCHDOG_STOP_TIMEOUT_S as STOP_TIMEOUT_S
@@ -94,6 +98,12 @@ FIXED_ENDPOINTS = [
     {"address": "10.0.0.11", "httpPort": 18000, "grpcPort": 18001},
     {"address": "10.0.0.12", "httpPort": 18010, "grpcPort": 18011},
 ]
+# A model by its Hub id: where huggingface_hub's cache and the launcher's
+# exports are (its EMBEDDING_EXPORTS, server/paths.py), and the settings that
+# the initContainer's download alone takes.
+HUB_FOLDERS = ("HF_HOME", "EMBEDDING_EXPORTS")
+HF_TOKEN = "HF_TOKEN"
+HF_OFFLINE = "HF_HUB_OFFLINE"
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,20 @@ class Variant:
     @property
     def tenants(self) -> bool:
         return bool(self.values.get("tenants", {}).get("secret"))
+
+    def merged(self, key: str) -> dict[str, Any]:
+        """The chart's values under `key`, with this variant's over them."""
+        return _merged(CHART_VALUES[key], self.values.get(key, {}))
+
+
+def _merged(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`overrides` over `defaults`, maps merged key by key, as helm merges values."""
+    merged = dict(defaults)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(defaults.get(key), dict):
+            value = _merged(defaults[key], value)
+        merged[key] = value
+    return merged
 
 
 VARIANTS = {
@@ -140,6 +164,31 @@ VARIANTS = {
         device="cpu",
         autoscaling="hpa",
         external_secrets=frozenset({"ops-tenants"}),
+    ),
+    # A private model through a mirror, into the claim the chart makes.
+    "cpu-hub-model": Variant(
+        files=("values-cpu.yaml",),
+        values={
+            "model": {
+                "id": "BAAI/bge-small-en-v1.5",
+                "revision": "v1.5",
+                "trustPickle": True,
+                "hfToken": {"secret": "ops-hf-token"},
+                "endpoint": "http://hf-mirror.internal:8090",
+            }
+        },
+        device="cpu",
+        external_secrets=frozenset({"ops-hf-token"}),
+    ),
+    # Air-gapped: a claim filled beforehand, nothing downloaded.
+    "cpu-hpa-hub-model-offline": Variant(
+        files=("values-cpu.yaml", "values-hpa.yaml"),
+        values={
+            "model": {"id": "intfloat/multilingual-e5-small", "offline": True},
+            "hfCache": {"existingClaim": "ops-hf-cache"},
+        },
+        device="cpu",
+        autoscaling="hpa",
     ),
 }
 
@@ -426,7 +475,8 @@ def _seconds(duration: str) -> float:
 def test_admin_key_comes_from_a_secret_only(rendered: Rendered) -> None:
     secrets = {s["metadata"]["name"]: s for s in rendered.of_kind("Secret")}
     for deployment in rendered.of_kind("Deployment"):
-        for container in deployment["spec"]["template"]["spec"]["containers"]:
+        pod = deployment["spec"]["template"]["spec"]
+        for container in pod["containers"] + pod.get("initContainers", []):
             line = " ".join(container.get("command", []) + container.get("args", []))
             assert "restricted" not in line and "admin-key" not in line
             for variable in container.get("env", []):
@@ -492,6 +542,138 @@ def test_tracing_values_set_the_launchers_and_the_gateways_environment() -> None
 def test_the_schema_refuses_bad_tracing_values(tracing: dict[str, Any]) -> None:
     with pytest.raises(RuntimeError, match="tracing"):
         render_chart({"tracing": tracing}, show_only=[TRITON_DEPLOYMENT])
+
+
+# --- a model by its Hub id -----------------------------------------------------
+
+
+def _environment(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {variable["name"]: variable for variable in container.get("env", [])}
+
+
+def _launcher(container: dict[str, Any]) -> argparse.Namespace:
+    """The container's launcher arguments, parsed in its environment (the
+    model's id and revision come from there)."""
+    assert container["command"] == LAUNCHER
+    values = {v["name"]: v["value"] for v in container.get("env", []) if "value" in v}
+    with mock.patch.dict(os.environ, values):
+        return argument_parser().parse_args(container["args"])
+
+
+def test_a_hub_model_is_prepared_before_the_server_starts(rendered: Rendered) -> None:
+    """With model.id: an initContainer of the export image runs the launcher
+    with --prepare-only and the server's own arguments and model settings,
+    with the mirror, offline where asked, and HF_TOKEN from the Secret (there
+    only); it writes the cache claim (shared) and the exports (the pod's
+    own), which the server mounts read-only at the same paths and reads
+    offline. Without model.id none of it is there."""
+    model = rendered.variant.merged("model")
+    cache = rendered.variant.merged("hfCache")
+    pod = rendered.deployment("triton")["spec"]["template"]["spec"]
+    server = _container(rendered, "triton")
+    server_env = _environment(server)
+    claims = rendered.of_kind("PersistentVolumeClaim")
+    if not model["id"]:
+        assert "initContainers" not in pod and not claims
+        assert not {MODEL_ID_VARIABLE, *HUB_FOLDERS, HF_OFFLINE} & set(server_env)
+        assert "fsGroup" not in pod["securityContext"]
+        return
+    (init,) = pod["initContainers"]
+    image = model["exportImage"]
+    assert init["image"] == f"{image['repository']}:{image['tag']}"
+    prepare, serve = _launcher(init), _launcher(server)
+    assert prepare.prepare_only and not serve.prepare_only
+    for launcher in (prepare, serve):
+        assert launcher.model_id == model["id"]
+        assert launcher.revision == (model["revision"] or DEFAULT_REVISION)
+        assert launcher.trust_pickle is model["trustPickle"]
+    for option in ("served_repository", "catalog", "model_repository", "tokenizer_instances"):
+        assert getattr(prepare, option) == getattr(serve, option), option
+    # The same model and folders; the download's settings in the initContainer only.
+    init_env = _environment(init)
+    for variable in (MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE, *HUB_FOLDERS):
+        assert init_env.get(variable) == server_env.get(variable), variable
+    assert server_env[HF_OFFLINE]["value"] == "1" and HF_TOKEN not in server_env
+    assert (HF_OFFLINE in init_env) is model["offline"]
+    assert init_env.get("HF_ENDPOINT", {}).get("value", "") == model["endpoint"]
+    if model["hfToken"]["secret"]:
+        reference = {"name": model["hfToken"]["secret"], "key": model["hfToken"]["secretKey"]}
+        assert init_env[HF_TOKEN] == {"name": HF_TOKEN, "valueFrom": {"secretKeyRef": reference}}
+    else:
+        assert HF_TOKEN not in init_env
+    # Written by the initContainer, read by the server, at the same paths.
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    init_mounts = {mount["mountPath"]: mount for mount in init["volumeMounts"]}
+    server_mounts = {mount["mountPath"]: mount for mount in server["volumeMounts"]}
+    folders = {}
+    for variable in HUB_FOLDERS:
+        path = server_env[variable]["value"]
+        assert init_mounts[path]["name"] == server_mounts[path]["name"], variable
+        assert not init_mounts[path].get("readOnly") and server_mounts[path]["readOnly"] is True
+        folders[variable] = volumes[server_mounts[path]["name"]]
+    assert "/tmp" in init_mounts, "the initContainer's root filesystem is read-only"
+    hf_home, exports = (folders[variable] for variable in HUB_FOLDERS)
+    assert exports["emptyDir"] == {}, "exports are per pod: keyed by the node's processor"
+    claim = hf_home["persistentVolumeClaim"]["claimName"]
+    if cache["existingClaim"]:
+        assert claim == cache["existingClaim"] and not claims
+    else:
+        (made,) = claims
+        assert made["metadata"]["name"] == claim
+        assert made["spec"]["accessModes"] == cache["accessModes"] == ["ReadWriteMany"]
+        assert made["spec"]["resources"]["requests"]["storage"] == cache["size"]
+    # The claim writable by the image's user; the pod's QoS class kept.
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"]
+    resources = init["resources"]
+    for kind in ("requests", "limits"):
+        expected = {k: server["resources"][kind][k] for k in ("cpu", "memory")}
+        assert resources[kind] == expected, kind
+
+
+def test_without_the_hf_cache_claim_each_pod_downloads_its_own() -> None:
+    values = {
+        "triton": {"device": "cpu"},
+        "model": {"id": "org/name"},
+        "hfCache": {"enabled": False},
+    }
+    report = lint_chart(values=values)
+    assert "0 chart(s) failed" in report, report
+    documents = render_chart(values, release=RELEASE, namespace=NAMESPACE)
+    assert not [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    rendered = Rendered(Variant(values=values, device="cpu"), documents)
+    pod = rendered.deployment("triton")["spec"]["template"]["spec"]
+    hf_home = _environment(_container(rendered, "triton"))["HF_HOME"]["value"]
+    (init,) = pod["initContainers"]
+    (mount,) = [m for m in init["volumeMounts"] if m["mountPath"] == hf_home]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["emptyDir"] == {}
+
+
+@pytest.mark.parametrize(
+    ("values", "refused"),
+    [
+        ({"model": {"id": "not a model id"}}, "model/id"),
+        # The token itself, in place of its Secret, or beside it.
+        ({"model": {"hfToken": "hf_notarealtoken"}}, "model/hfToken"),
+        ({"model": {"hfToken": {"secret": "s", "secretKey": "token", "value": "hf_x"}}}, "hfToken"),
+        ({"model": {"endpoint": "hf-mirror.internal"}}, "model/endpoint"),
+        ({"hfCache": {"accessModes": ["ReadWriteAll"]}}, "hfCache/accessModes"),
+        ({"hfCache": {"size": "twenty gigabytes"}}, "hfCache/size"),
+        # The GPU image has no huggingface_hub.
+        ({"model": {"id": "org/name"}}, "triton.device cpu"),
+        (
+            {
+                "triton": {"device": "cpu"},
+                "model": {"id": "org/name", "offline": True},
+                "hfCache": {"enabled": False},
+            },
+            "model.offline needs hfCache",
+        ),
+    ],
+)
+def test_the_chart_refuses_bad_model_values(values: dict[str, Any], refused: str) -> None:
+    with pytest.raises(RuntimeError, match=refused):
+        render_chart(values, show_only=[TRITON_DEPLOYMENT])
 
 
 def test_autoscaler_reads_the_adapter_rules_metric(rendered: Rendered) -> None:

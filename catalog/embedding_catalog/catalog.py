@@ -4,6 +4,9 @@
     name = "all-MiniLM-L6-v2"        # what clients call it: the Triton model, the OpenAI model
     aliases = ["embed"]              # more names for the same model
     # path = "models/e5-small"       # a sentence-transformers folder; absent: the packaged MiniLM
+    # hub = "intfloat/e5-small-v2"   # or a Hub model id, downloaded at start (embedding_catalog.hub)
+    # revision = "main"              # with hub: a branch, tag or commit (default main)
+    # trust_pickle = false           # with hub: accept .bin/.pt weights (default: safetensors only)
     # task = "embed"                 # embed | rerank | sparse; absent: what the folder says it is
     engine = "auto"                  # auto | onnxruntime | openvino | tensorrt
     instances = 2                    # embedder instances; absent: its config.pbtxt's count
@@ -18,10 +21,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from embedding_catalog import toml
+from embedding_catalog.hub import HubSource, cached_snapshot, hub_source, not_cached
 from embedding_catalog.tasks import EMBED, SERIALIZER, TASKS, TASKS_BY_MODEL_TYPE, Task
 
 # auto: on a server with the packaged model's TensorRT engine (built on its
@@ -30,7 +35,10 @@ from embedding_catalog.tasks import EMBED, SERIALIZER, TASKS, TASKS_BY_MODEL_TYP
 # cosine bar, ONNX Runtime otherwise (the launcher's server/catalog_exports.py).
 # Each task's own are its declaration's (embedding_catalog.tasks).
 ENGINES = ("auto", *dict.fromkeys(e for task in TASKS.values() for e in task.engine_stages))
-KEYS = frozenset({"name", "path", "aliases", "engine", "instances", "task"})
+KEYS = frozenset(
+    {"name", "path", "hub", "revision", "trust_pickle", "aliases", "engine", "instances", "task"}
+)
+HUB_KEYS = frozenset({"revision", "trust_pickle"})
 # What a sentence-transformers folder is for: config_sentence_transformers.json's
 # model_type names its class. A folder without one is a bi-encoder, as
 # sentence-transformers saved them before it had other classes.
@@ -55,6 +63,9 @@ class CatalogModel:
     engine: str = "auto"
     instances: int | None = None
     task: str = "embed"
+    # Where `path` came from when the entry names a Hub id: `path` is then
+    # the snapshot of the revision's commit in the Hugging Face cache.
+    hub: HubSource | None = None
     # Set by the launcher, never by the file: where its load probe found the
     # engine dies in the export's OpenVINO setting on this machine
     # (server/engine_probe.py), the setting served instead (precision,
@@ -127,8 +138,18 @@ class Catalog:
         return {name: model.stages for model in self.models for name in model.names}
 
 
-def read_catalog(path: Path) -> Catalog | str:
-    """The catalog at `path`, or the message that refuses it."""
+# Finds an entry's Hub model on this machine: its snapshot folder, or why not.
+HubFolder = Callable[[HubSource], Path | str]
+
+
+def _cached(source: HubSource) -> Path | str:
+    return cached_snapshot(source) or not_cached(source)
+
+
+def read_catalog(path: Path, hub_folder: HubFolder = _cached) -> Catalog | str:
+    """The catalog at `path`, or the message that refuses it. An entry
+    naming a Hub id is served from the folder `hub_folder` gives it: the
+    launcher's downloads it, everyone else's looks in the cache."""
     try:
         document = toml.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -140,7 +161,7 @@ def read_catalog(path: Path) -> Catalog | str:
         return f"catalog {path}: no [[models]] entry"
     models: list[CatalogModel] = []
     for index, table in enumerate(tables):
-        model = _entry(table, path.parent)
+        model = _entry(table, path.parent, hub_folder)
         if isinstance(model, str):
             label = table.get("name") if isinstance(table.get("name"), str) else f"#{index + 1}"
             return f"catalog {path}: entry {label!r}: {model}"
@@ -149,7 +170,7 @@ def read_catalog(path: Path) -> Catalog | str:
     return f"catalog {path}: {clash}" if clash else Catalog(path, tuple(models))
 
 
-def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
+def _entry(table: dict[str, object], base: Path, hub_folder: HubFolder) -> CatalogModel | str:
     unknown = sorted(table.keys() - KEYS)
     if unknown:
         return f"unknown keys {unknown} (known: {sorted(KEYS)})"
@@ -177,22 +198,42 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
     if task is not None and task not in TASKS:
         return f"'task' is {task!r}; expected one of {list(TASKS)}"
     folder = table.get("path")
-    if folder is None:
+    source: HubSource | None = None
+    if "hub" in table:
+        if folder is not None:
+            return "'path' and 'hub' name two sources; give one"
+        source = hub_source(table)
+        if isinstance(source, str):
+            return source
+    elif table.keys() & HUB_KEYS:
+        return f"{sorted(table.keys() & HUB_KEYS)} apply to a 'hub' entry only"
+    if folder is None and source is None:
         if task not in (None, "embed"):
             return (
                 f"'task' is {task!r}, but the packaged model (no 'path') is a bi-encoder: 'embed'"
             )
         return CatalogModel(name, None, tuple(aliases), str(engine), instances)
-    if not isinstance(folder, str):
-        return "'path' must be a string"
     if engine in EMBED.packaged_engines:
         return f"the {engine} engine serves the packaged model only (an entry without 'path')"
-    resolved = (base / folder).resolve()
-    if not (resolved / "modules.json").is_file():
-        return f"'path' {resolved} is not a sentence-transformers folder (no modules.json)"
+    if source is not None:
+        snapshot = hub_folder(source)
+        if isinstance(snapshot, str):
+            return snapshot
+        resolved = snapshot
+        if not (resolved / "modules.json").is_file():
+            return (
+                f"hub {source.describe()} is not a sentence-transformers model (no modules.json): "
+                "name a repository saved by sentence-transformers"
+            )
+    elif not isinstance(folder, str):
+        return "'path' must be a string"
+    else:
+        resolved = (base / folder).resolve()
+        if not (resolved / "modules.json").is_file():
+            return f"'path' {resolved} is not a sentence-transformers folder (no modules.json)"
     kind = folder_kind(resolved)
     if isinstance(kind, str):
-        return kind
+        return kind if source is None else f"hub {source.describe()}: {kind}"
     if task is not None and task != kind.task:
         return f"'task' is {task!r}, but {resolved} holds a {kind.model_type}: {kind.task!r}"
     engines = TASKS[kind.task].engines
@@ -202,7 +243,9 @@ def _entry(table: dict[str, object], base: Path) -> CatalogModel | str:
             f"'engine' is {engine!r}, but a {kind.model_type} is served by "
             f"{' or '.join(served_by)} only, so far"
         )
-    return CatalogModel(name, resolved, tuple(aliases), str(engine), instances, kind.task)
+    return CatalogModel(
+        name, resolved, tuple(aliases), str(engine), instances, kind.task, hub=source
+    )
 
 
 @dataclass(frozen=True)

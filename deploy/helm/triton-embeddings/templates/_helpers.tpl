@@ -61,3 +61,36 @@ empty or null (`kindIs`: a sampling of 0 is falsy in a template). */}}
   value: {{ .Values.tracing.sampling | toString | quote }}
 {{- end }}
 {{- end -}}
+
+{{/* A model by its Hub id (values.yaml, model): where the Hugging Face cache
+and the exports are mounted, and so what HF_HOME and EMBEDDING_EXPORTS say, in
+the initContainer that writes them and in the server that reads them alike. */}}
+{{- define "triton-embeddings.hfHome" -}}
+/cache/huggingface
+{{- end -}}
+
+{{- define "triton-embeddings.exportsDir" -}}
+/cache/exports
+{{- end -}}
+
+{{/* The claim of the Hugging Face cache: hfCache.existingClaim, or the one
+the chart makes. */}}
+{{- define "triton-embeddings.hfCacheClaim" -}}
+{{- .Values.hfCache.existingClaim | default (printf "%s-hf-cache" (include "triton-embeddings.fullname" .)) -}}
+{{- end -}}
+
+{{/* The variables that name the model and its folders to the launcher and
+to huggingface_hub, in the initContainer and the server alike, one env entry
+a line; no revision where it is empty (the launcher's default, main). */}}
+{{- define "triton-embeddings.modelEnv" -}}
+- name: EMBEDDING_MODEL_ID
+  value: {{ .Values.model.id | quote }}
+{{- with .Values.model.revision }}
+- name: EMBEDDING_MODEL_REVISION
+  value: {{ . | quote }}
+{{- end }}
+- name: HF_HOME
+  value: {{ include "triton-embeddings.hfHome" . }}
+- name: EMBEDDING_EXPORTS
+  value: {{ include "triton-embeddings.exportsDir" . }}
+{{- end -}}
