@@ -153,9 +153,13 @@ export_model() {
 serving_and_tools() {
   venv .venv requirements/serve.txt
   scripts/install_perf_analyzer.sh
+  scripts/install_olah.sh
+}
+
+# The tools built from Go source, one after the other: each takes both cores.
+go_tools() {
   scripts/install_helm.sh
   scripts/install_jaeger.sh
-  scripts/install_olah.sh
 }
 
 # Steps running in the background, each its own process group (set -m), so
@@ -177,10 +181,11 @@ stop_background() {
 trap stop_background EXIT
 
 # Independent steps run side by side: pip mostly waits on downloads and
-# unpacking, so the export environment (torch, the largest) overlaps the
-# serving one, the tools (a download with its pip, and two Go builds, one
-# after the other: each takes both cores) and the C++ build. The export
-# runs alone: it times the CPU engines to choose one.
+# unpacking, so the export environment (torch, the largest), the serving one
+# and its downloaded tools overlap the builds that take the cores (the Go
+# tools and the C++ backend), which then start at once rather than after
+# the serving environment. The export runs alone: it times the CPU engines
+# to choose one.
 # `wait PID` fails the set-up with the step's own exit status.
 system_packages
 disk_space
@@ -188,7 +193,10 @@ in_background venv .venv-export requirements/export.txt
 export_venv=$!
 in_background serving_and_tools
 serving=$!
+in_background go_tools
+tools=$!
 build_backend
 wait "$serving"
+wait "$tools"
 wait "$export_venv"
 export_model

@@ -59,8 +59,11 @@ def fetch(source: HubSource) -> Path | str:
     try:
         files = None
         if not constants.HF_HUB_OFFLINE:
+            # model_info, not list_repo_files: that one retries an unreachable
+            # Hub for about 23 s before it fails.
             try:
-                files = HfApi().list_repo_files(source.repo_id, revision=source.revision)
+                info = HfApi().model_info(source.repo_id, revision=source.revision)
+                files = [sibling.rfilename for sibling in info.siblings or ()]
             except (httpx2.ConnectError, httpx2.TimeoutException):
                 files = None  # unreachable: the cache decides, as below
         refusal = _pickle_refusal(source, files)
