@@ -2,7 +2,7 @@
 # Creates or reuses everything the server and the tests need: system
 # packages, the two virtual environments, the C++ serializer backend, the
 # exported default model, perf_analyzer and the tools the tests run (helm,
-# jaeger). Safe to run again: finished steps are skipped.
+# jaeger, olah). Safe to run again: finished steps are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,9 +80,10 @@ venv() {
   requirements_hash "$requirements" >"$dir/.requirements.sha256"
 }
 
-# A set-up from nothing took 11.6 GiB at its fullest, during the Jaeger
-# build, and keeps 7.7 GiB (Debian 12, 2026-11-27; the export environment's
-# torch with its CUDA libraries is 6.2 GiB). With less than that and a
+# A set-up from nothing took 11.8 GiB at its fullest, during the Jaeger
+# build beside the export environment's install (Debian 12, 2026-11-29),
+# and keeps 7.7 GiB (2026-11-27; the export environment's torch with its
+# CUDA libraries is 6.2 GiB). With less than that and a
 # margin free, a set-up that would fail part-way through pip or a Go build
 # is refused before it starts, with the reason.
 NEEDED_MIB=13312
