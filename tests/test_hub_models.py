@@ -25,14 +25,17 @@ import tritonclient.grpc as grpcclient
 from embedding_catalog.catalog import CatalogModel
 from embedding_catalog.hub import HubSource
 from embedding_requests import SAMPLE_TEXTS, embed_float32
+from served_catalog import post_json
 
 from export.engine_choice import MIN_COSINE
 from harness.export_environment import run_in_export_environment
+from harness.gateway import running_gateway
 from harness.hub import hub_front, publish, running_hub
 from harness.ports import free_loopback_port
 from harness.server import running_server
 from server.catalog_exports import DIGEST_FILE, HUB_RECORD, source_digest
-from server.paths import REPO_ROOT
+from server.model_id import MODEL_ID_CATALOG
+from server.paths import MODEL_REPOSITORY, REPO_ROOT
 
 OWNER = "hub-org"
 MODEL = f"{OWNER}/tiny-bert"
@@ -153,11 +156,13 @@ def _closed_port_url() -> str:
 
 
 def test_a_model_by_its_id_serves_as_sentence_transformers_then_again_offline_unexported(
-    hub: Hub, tmp_path: Path
+    hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`scripts/serve.sh --model-id` downloads, exports and serves the model
-    at the cosine bar; stopped and started with HF_HUB_OFFLINE=1 and no Hub
-    at all, it serves the same rows from the cache without exporting again."""
+    at the cosine bar, and the gateway serves it from the catalog the
+    launcher wrote, finding it in the cache; stopped and started with
+    HF_HUB_OFFLINE=1 and no Hub at all, it serves the same rows from the
+    cache without exporting again."""
     cache = tmp_path / "cache"
     launcher = [
         str(REPO_ROOT / "scripts" / "serve.sh"),
@@ -169,6 +174,23 @@ def test_a_model_by_its_id_serves_as_sentence_transformers_then_again_offline_un
     with running_server(tmp_path / "online.log", launcher=launcher, environment=online) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
         served = embed_float32(client, SAMPLE_TEXTS, model=SERVED_NAME)
+        monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+        gateway_args = (
+            f"--catalog={tmp_path / MODEL_ID_CATALOG}",
+            f"--model-repository={MODEL_REPOSITORY}",
+            f"--exports={tmp_path / 'exports'}",
+        )
+        log = tmp_path / "gateway.log"
+        with running_gateway(server.grpc_url, [], log, extra_args=gateway_args) as gateway:
+            # OpenAI's API refuses an empty input, which the Triton contract embeds.
+            texts = [text for text in SAMPLE_TEXTS if text]
+            status, body = post_json(
+                gateway, "/v1/embeddings", {"model": SERVED_NAME, "input": texts}
+            )
+    assert status == 200, body
+    through_gateway = np.asarray([row["embedding"] for row in body["data"]], dtype=np.float32)
+    rows = [index for index, text in enumerate(SAMPLE_TEXTS) if text]
+    np.testing.assert_allclose(through_gateway, served[rows], atol=1e-6)
     log = (tmp_path / "online.log").read_text()
     assert f"hub '{MODEL}' at revision 'main' is commit {hub.commit}" in log, log[-3000:]
     assert f"exporting '{SERVED_NAME}' from hub '{MODEL}' commit {hub.commit}" in log
