@@ -49,6 +49,8 @@ import socket
 import sys
 from pathlib import Path
 
+from embedding_catalog.hub import DEFAULT_REVISION
+
 from server.catalog import DEFAULT_CATALOG
 from server.engine_report import engine_line
 from server.launch_plan import (
@@ -64,7 +66,6 @@ from server.launch_plan import (
 )
 from server.logs import add_log_format_argument, log, use_format
 from server.model_id import (
-    DEFAULT_REVISION,
     MODEL_ID_CATALOG,
     MODEL_ID_VARIABLE,
     MODEL_REVISION_VARIABLE,

@@ -7,22 +7,12 @@ from __future__ import annotations
 
 import json
 
-from embedding_catalog.hub import DEFAULT_REVISION
-
 # The containers' settings (docker-compose.yml, the Helm chart): what
 # --model-id and --revision default to.
 MODEL_ID_VARIABLE = "EMBEDDING_MODEL_ID"
 MODEL_REVISION_VARIABLE = "EMBEDDING_MODEL_REVISION"
 # Written beside the served repository, rewritten at each start.
 MODEL_ID_CATALOG = "model-id.toml"
-
-__all__ = [
-    "DEFAULT_REVISION",
-    "MODEL_ID_CATALOG",
-    "MODEL_ID_VARIABLE",
-    "MODEL_REVISION_VARIABLE",
-    "model_id_catalog",
-]
 
 
 def model_id_catalog(name: str, repo_id: str, revision: str, trust_pickle: bool) -> str:

@@ -25,6 +25,7 @@ from unittest import mock
 
 import pytest
 import yaml
+from embedding_catalog.hub import DEFAULT_REVISION
 from embedding_gateway.server import API_KEY_VARIABLE
 
 from harness.compose import (
@@ -38,7 +39,7 @@ from harness.repository import read_config
 from server.catalog_exports import EXPORT_CODE
 from server.launch import argument_parser
 from server.launch_plan import ADMIN_KEY_VARIABLE, EDGE_STATS_PORT_OFFSET, Endpoints
-from server.model_id import DEFAULT_REVISION, MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE
+from server.model_id import MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE
 from server.paths import (
     EXPORT_PYTHON,
     REPO_ROOT,

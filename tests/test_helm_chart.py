@@ -41,6 +41,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from embedding_catalog.hub import DEFAULT_REVISION
 from embedding_catalog.trace_options import ENDPOINT_VARIABLE, SAMPLING_VARIABLE
 from embedding_gateway.routes import ROUTES as GATEWAY_ROUTES
 from embedding_gateway.server import parse_settings as parse_gateway_settings
@@ -66,7 +67,7 @@ from server.launch_plan import (
     edge_command,
     internal_endpoints,
 )
-from server.model_id import DEFAULT_REVISION, MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE
+from server.model_id import MODEL_ID_VARIABLE, MODEL_REVISION_VARIABLE
 from server.paths import REPO_ROOT, TOKENIZER_JSON
 from server.shutdown_timings import EDGE_STOP_MARGIN_S, EXIT_TIMEOUT_S
 from server.shutdown_timings import WATCHDOG_STOP_TIMEOUT_S as STOP_TIMEOUT_S

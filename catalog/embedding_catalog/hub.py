@@ -38,9 +38,9 @@ class HubSource:
         return f"{self.repo_id!r} at revision {self.revision!r}"
 
 
-def hub_cache(environ: dict[str, str] | None = None) -> Path:
-    """The Hugging Face cache folder huggingface_hub uses under `environ`."""
-    env = os.environ if environ is None else environ
+def hub_cache() -> Path:
+    """The Hugging Face cache folder huggingface_hub uses in this environment."""
+    env = os.environ
     if env.get("HF_HUB_CACHE"):
         return Path(env["HF_HUB_CACHE"]).expanduser()
     home = env.get("HF_HOME") or str(
@@ -49,9 +49,9 @@ def hub_cache(environ: dict[str, str] | None = None) -> Path:
     return Path(home).expanduser() / "hub"
 
 
-def cached_snapshot(source: HubSource, cache: Path | None = None) -> Path | None:
+def cached_snapshot(source: HubSource) -> Path | None:
     """The cached snapshot of `source`'s revision, if the cache holds one."""
-    repo = (cache or hub_cache()) / ("models--" + source.repo_id.replace("/", "--"))
+    repo = hub_cache() / ("models--" + source.repo_id.replace("/", "--"))
     commit = source.revision
     if not COMMIT_PATTERN.fullmatch(commit):
         ref = repo / "refs" / commit
