@@ -4,11 +4,13 @@ child process on free loopback ports and wait until it is ready."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +25,8 @@ from server.paths import REPO_ROOT, default_repositories
 
 STARTUP_TIMEOUT_S = 180
 SHUTDOWN_TIMEOUT_S = 60
+# A model load: its stubs start and compile their engines.
+RELOAD_TIMEOUT_S = 120
 # The shared-memory regions of Triton's Python-backend stubs.
 STUB_REGION_PREFIX = "/dev/shm/triton_python_backend_shm_region_"
 
@@ -131,7 +135,9 @@ def running_server(
             log_path,
             what="tritonserver",
             timeout_s=STARTUP_TIMEOUT_S,
-            interval_s=0.5,
+            # Often: the suite starts dozens of servers, and the check is a
+            # refused connect or one health request.
+            interval_s=0.1,
             error=ServerStartError,
         )
         yield server
@@ -209,3 +215,23 @@ def post_status(url: str, headers: dict[str, str]) -> int:
             return reply.status
     except urllib.error.HTTPError as error:
         return error.code
+
+
+def reload_model(http_url: str, model: str) -> tuple[int, str]:
+    """Loads a loaded model again with its config as served but for one
+    parameter that no stage reads (`reloaded_at`), as an operator applying a
+    changed config does: Triton starts it anew (a load that changes no
+    config and no file does nothing). The status and, for an error, its body."""
+    url = f"http://{http_url}/v2/models/{model}/config"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        config = json.load(reply)
+    config.setdefault("parameters", {})["reloaded_at"] = {"string_value": f"{time.time():.6f}"}
+    body = json.dumps({"parameters": {"config": json.dumps(config)}}).encode()
+    request = urllib.request.Request(
+        f"http://{http_url}/v2/repository/models/{model}/load", data=body, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=RELOAD_TIMEOUT_S) as reply:
+            return reply.status, ""
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")

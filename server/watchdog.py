@@ -3,9 +3,11 @@
 Triton 2.51 does not restart a dead stub: the instance then fails every
 request routed to it ("Stub process ... is not healthy"). The watchdog notes
 each Python model's stub processes once the server is ready and, when one of
-them is gone, reloads that model (unload, then load) through the
-model-repository API, which starts fresh stubs; from then on it watches
-those. A reload that fails is retried with exponential backoff, so a model
+them is gone and no new one came, reloads that model (unload, then load)
+through the model-repository API, which starts fresh stubs; from then on it
+watches those. New stubs in place of the old are an operator's reload, which
+needs no repair: reloading again would unload the model and fail its
+requests for a moment (the soak found it, perf/soak.py). A reload that fails is retried with exponential backoff, so a model
 that cannot load does not keep the server busy reloading it.
 
 Where the stub died with requests in flight, Triton never finishes unloading
@@ -111,7 +113,15 @@ class StubWatchdog(threading.Thread):
                 if self._stopping.is_set():
                     return
                 stubs = alive.get(model, set())
-                if pids - stubs and self._backoff.due(model, time.monotonic()):
+                if not pids - stubs:
+                    continue
+                if stubs - pids:
+                    # Triton never restarts a stub: new ones come of a load
+                    # (an operator's reload), which started all of them
+                    # before it ends the old ones, each in its own time.
+                    watched[model] = stubs - pids
+                    _log(f"'{model}' was reloaded; watching its new stubs")
+                elif self._backoff.due(model, time.monotonic()):
                     reloaded = self._reload(model, stubs)
                     if reloaded is not None:
                         watched[model] = reloaded

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from served_catalog import catalog_beside_minilm
-
+from harness.catalog_files import catalog_beside_minilm
 from server.catalog import Catalog
 from server.catalog_exports import export_root
 

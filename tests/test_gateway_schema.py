@@ -44,8 +44,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from openapi_spec_validator import validate
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
-from served_catalog import catalog_beside_minilm
 
+from harness.catalog_files import catalog_beside_minilm
 from harness.gateway import RunningGateway, running_gateway
 from harness.server import RunningServer, running_server
 from server.catalog import Catalog

@@ -24,9 +24,10 @@ from embedding_client import AsyncEmbeddingClient, EmbeddingClient, InvalidInput
 from embedding_client.errors import AccessError
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
 from export_records import assert_the_recorded_reranker_choices_replay
-from served_catalog import catalog_beside_minilm, post_json
+from served_catalog import post_json
 from tritonclient.utils import InferenceServerException
 
+from harness.catalog_files import catalog_beside_minilm
 from harness.edge import running_edge, tenant_toml
 from harness.export_environment import run_in_export_environment
 from harness.gateway import RunningGateway, running_gateway

@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 from embedding_requests import embed_float32
+from tritonclient.utils import InferenceServerException
 
 from harness.load import percentile_ms
+from harness.requests import text_inputs
 from harness.robustness import (
     DEADLINE_S,
     EXPLICIT_REJECTIONS,
@@ -37,7 +43,7 @@ from harness.robustness import (
     priority,
     shutdown,
 )
-from harness.server import RunningServer
+from harness.server import RunningServer, reload_model
 from server.health import python_stubs
 from server.shutdown_timings import EXIT_TIMEOUT_S
 
@@ -50,6 +56,8 @@ MIN_GOODPUT_SHARE = 0.3
 # Tokenized requests not answered OK under overload: loose, the measured
 # share is in perf/results/debian12-2core/robustness.md.
 MAX_WASTED_SHARE = 0.2
+# After an operator's reload: past the watchdog's poll and a repair's unload.
+RELOAD_SETTLE_S = 4.0
 
 
 def _still_serves(server: RunningServer) -> None:
@@ -187,6 +195,45 @@ def test_fuzzed_requests_are_all_answered(triton_server: RunningServer) -> None:
     assert all("parse" in body for body in result.server_errors), result.server_errors
     assert result.ready_after
     _still_serves(triton_server)
+
+
+def test_an_operators_reload_fails_no_request_and_needs_no_repair(
+    triton_server: RunningServer,
+) -> None:
+    """Loading a loaded stage with a changed config starts new stubs, then
+    ends the old ones: Triton swaps them without failing a request, and the
+    watchdog must watch the new stubs, not take the old ones' end for a
+    death and reload the model again, which unloads it (its ensembles then
+    refuse requests: "has no available versions")."""
+    stubs = set(python_stubs(triton_server.tritonserver_pid)["embedder"])
+    logged = triton_server.log_path.read_text()
+    done = threading.Event()
+
+    def embed_until_done(module: ModuleType) -> list[str]:
+        url = triton_server.grpc_url if module is grpcclient else triton_server.http_url
+        client = module.InferenceServerClient(url)
+        statuses = []
+        while not done.is_set():
+            try:
+                client.infer("embed", text_inputs(module, ["during a reload"]))
+                statuses.append("OK")
+            except InferenceServerException as error:
+                statuses.append(f"{error.status()}: {error.message()}")
+        return statuses
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        senders = [pool.submit(embed_until_done, module) for module in (grpcclient, httpclient)]
+        try:
+            assert reload_model(triton_server.http_url, "embedder") == (200, "")
+            # The watchdog polls every 0.5 s; a repair would unload within a second or two.
+            time.sleep(RELOAD_SETTLE_S)
+        finally:
+            done.set()
+        statuses = [status for sender in senders for status in sender.result()]
+    failures = [status for status in statuses if status != "OK"]
+    assert statuses and not failures, failures[:5]
+    assert not set(python_stubs(triton_server.tritonserver_pid)["embedder"]) & stubs
+    assert "died" not in triton_server.log_path.read_text()[len(logged) :]
 
 
 def test_shutdown_finishes_requests_in_flight(tmp_path: Path) -> None:

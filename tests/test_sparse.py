@@ -28,9 +28,10 @@ from embedding_catalog.tasks import SPARSE_SERIALIZER
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, SparseRow
 from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
 from huggingface_hub import InferenceClient
-from served_catalog import catalog_beside_minilm, post_json
+from served_catalog import post_json
 from tritonclient.utils import InferenceServerException
 
+from harness.catalog_files import catalog_beside_minilm
 from harness.export_environment import run_in_export_environment
 from harness.gateway import RunningGateway, running_gateway
 from harness.server import RunningServer, running_server
