@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -238,30 +236,3 @@ def test_the_launcher_serves_the_engine_the_export_measured_faster(tmp_path: Pat
     partial = tmp_path / "openvino_cpu"
     shutil.copytree(OPENVINO_CPU_REPOSITORY, partial, ignore=shutil.ignore_patterns("model.xml"))
     assert paths.faster_cpu_engine(tmp_path, "embed") == "onnxruntime"
-
-
-# Distinct input shapes the graph meets, and what the last two hundred of
-# them may add to the process: OpenVINO's cache of what it compiled per
-# shape added 1.5 MB a shape (300 MB here); without it they add 17 MB.
-SHAPES = 400
-SHAPES_GROWTH_MIB = 50
-
-
-def test_new_input_shapes_do_not_grow_the_embedders_memory() -> None:
-    """Requests bring a new (batch, length) pair at will: the compiled graph
-    must not keep something per shape, or the stage grows for as long as it
-    serves (the soak found it, perf/soak.py)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(paths.REPO_ROOT / "tests" / "openvino_shapes.py"),
-            str(EMBEDDER / "1" / "model.xml"),
-            str(SHAPES),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    levels = json.loads(done.stdout.splitlines()[-1])
-    assert levels[-1] - levels[1] <= SHAPES_GROWTH_MIB, levels

@@ -59,12 +59,6 @@ class Setting:
             # one group each would share that core while the other idled
             # (perf/results/debian12-2core/batching_choices.md, "No CPU pinning").
             "ENABLE_CPU_PINNING": False,
-            # OpenVINO keeps what it compiled for each input shape it met, up
-            # to 5000 shapes, and requests bring a new (batch, length) pair at
-            # will: the stage's memory grew for as long as the soak ran
-            # (1.5 MB a shape; perf/results/debian12-2core/soak.md). None
-            # kept measured as fast, on new shapes and on repeated ones.
-            "CPU_RUNTIME_CACHE_CAPACITY": 0,
         }
 
     def record(self) -> dict[str, object]:
