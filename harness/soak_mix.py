@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from server.shutdown_timings import EXIT_TIMEOUT_S
+
 # Each worker's next request: its class, by weight.
 #   good: a good request of any task, size and route, checked against its
 #     reference; traced: the same with a sampled trace context;
@@ -42,7 +44,7 @@ WARMUP_MIN_S = 20.0
 # After the last kill the stubs must be back to what the catalog asks
 # within the watchdog's grace for the old instance's stubs (EXIT_TIMEOUT_S)
 # and a reload.
-RECOVERY_S = 30.0 + 60.0
+RECOVERY_S = EXIT_TIMEOUT_S + 60.0
 
 # RSS growth per 100,000 requests after warm-up, per process: leaking the
 # smallest answer this service gives (a reranker's 4-byte score) per

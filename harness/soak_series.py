@@ -84,18 +84,5 @@ def growth_per_100k(series: Series, after_s: float) -> float | None:
     return float(np.median(slopes)) * PER_REQUESTS
 
 
-def spread(series: Series, after_s: float) -> float | None:
-    """Largest minus smallest value from `after_s` on; None where no point."""
-    values = [point[2] for point in _after(series, after_s)]
-    return max(values) - min(values) if values else None
-
-
-def excess(series: Series, after_s: float) -> float | None:
-    """How far the series rose above its first value from `after_s` on; None
-    where no point."""
-    values = [point[2] for point in _after(series, after_s)]
-    return max(values) - values[0] if values else None
-
-
 def _after(series: Series, after_s: float) -> list[Point]:
     return [point for point in series.points if point[0] >= after_s]

@@ -21,10 +21,8 @@ from harness.process_watch import ProcessSample, ProcessWatch, Sample, shm_bytes
 from harness.soak_series import (
     MAX_POINTS,
     Series,
-    excess,
     growth_per_100k,
     series_of,
-    spread,
 )
 from perf.soak_plots import plot_series, plot_soak
 
@@ -223,19 +221,6 @@ def test_growth_needs_three_points_with_advancing_requests() -> None:
     assert growth_per_100k(_linear(11, 1.0), after_s=9) is None
     idle = Series("envoy", "rss_bytes", tuple((float(i), 500, float(i)) for i in range(5)))
     assert growth_per_100k(idle, after_s=0) is None
-
-
-def test_spread_and_excess_after_warm_up() -> None:
-    fds = Series(
-        "tritonserver",
-        "fds",
-        ((0.0, 0, 1.0), (1.0, 10, 5.0), (2.0, 20, 3.0), (3.0, 30, 9.0), (4.0, 40, 4.0)),
-    )
-    assert spread(fds, after_s=0) == 8
-    assert spread(fds, after_s=1) == 6
-    assert excess(fds, after_s=1) == 4
-    assert excess(fds, after_s=4) == 0
-    assert spread(fds, after_s=5) is None and excess(fds, after_s=5) is None
 
 
 def test_plot_series_draws_many_lines_and_panels(tmp_path: Path) -> None:
