@@ -27,6 +27,12 @@ PRECISION_PARAMETER = "precision"
 THREADS_PER_STREAM_PARAMETER = "threads_per_stream"
 AUTO = "auto"
 PRECISION_CHOICES = (AUTO, *PRECISIONS)
+# The input shapes whose kernels a compiled graph keeps, least recently used
+# dropped. Requests bring new (batch, length) pairs at will and each kept one
+# holds about 1.5 MB: OpenVINO's default of 5000 let a stage grow by
+# gigabytes as it served, and none kept made every call slower
+# (perf/results/debian12-2core/openvino_shape_cache.md).
+SHAPES_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class Setting:
             # one group each would share that core while the other idled
             # (perf/results/debian12-2core/batching_choices.md, "No CPU pinning").
             "ENABLE_CPU_PINNING": False,
+            "CPU_RUNTIME_CACHE_CAPACITY": SHAPES_KEPT,
         }
 
     def record(self) -> dict[str, object]:
