@@ -1,5 +1,5 @@
 """Render the Helm chart (deploy/helm/triton-embeddings) offline with the helm
-that scripts/install_helm.sh builds, for the chart's tests and for running its
+of the serving environment (requirements/serve.txt), for the chart's tests and for running its
 balancer's Envoy configuration outside Kubernetes."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-HELM = REPO_ROOT / "build" / "tools" / "bin" / "helm"
+HELM = REPO_ROOT / ".venv" / "bin" / "helm"
 CHART = REPO_ROOT / "deploy" / "helm" / "triton-embeddings"
 BALANCER_CONFIGMAP = "templates/balancer-configmap.yaml"
 
@@ -42,7 +42,7 @@ class BalancerPorts:
 
 def helm() -> Path:
     if not HELM.is_file():
-        raise FileNotFoundError(f"{HELM} is missing; run scripts/install_helm.sh")
+        raise FileNotFoundError(f"{HELM} is missing; run scripts/setup.sh")
     return HELM
 
 

@@ -7,7 +7,7 @@
 #   scripts/render_balancer.sh > docker/envoy.yaml                       # the committed one
 #   scripts/render_balancer.sh triton triton-gpu1 > build/envoy-gpus.yaml # one server per GPU
 #
-# Needs helm (scripts/install_helm.sh builds it) and .venv (PyYAML).
+# Needs .venv (helm and PyYAML; scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,9 +17,8 @@ for service in "$@"; do
   endpoints+="${endpoints:+,}{\"address\":\"$service\",\"httpPort\":8000,\"grpcPort\":8001}"
 done
 
-scripts/install_helm.sh
 echo "# Rendered by scripts/render_balancer.sh $* from deploy/helm/triton-embeddings; do not edit."
-build/tools/bin/helm template emb deploy/helm/triton-embeddings \
+.venv/bin/helm template emb deploy/helm/triton-embeddings \
   --show-only templates/balancer-configmap.yaml \
   --set-json "balancer.endpoints=[$endpoints]" |
   .venv/bin/python -c 'import sys, yaml; sys.stdout.write(yaml.safe_load(sys.stdin)["data"]["envoy.yaml"])'

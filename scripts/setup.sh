@@ -157,12 +157,6 @@ serving_and_tools() {
   scripts/install_olah.sh
 }
 
-# The tools built from Go source, one after the other: each takes both cores.
-go_tools() {
-  scripts/install_helm.sh
-  scripts/install_jaeger.sh
-}
-
 # Steps running in the background, each its own process group (set -m), so
 # that a failed set-up stops them, children and all, rather than leaving
 # them writing on or holding the caller's output open.
@@ -194,7 +188,7 @@ in_background venv .venv-export requirements/export.txt
 export_venv=$!
 in_background serving_and_tools
 serving=$!
-in_background go_tools
+in_background scripts/install_jaeger.sh
 tools=$!
 build_backend
 wait "$serving"

