@@ -372,8 +372,10 @@ def _fault(
         watch.stop()
     ejected = watch.first_without(port, fault_at)
     back = watch.first_with(port, ejected) if ejected is not None else None
-    # Prometheus has the last scrape of the window a scrape interval later.
-    time.sleep(2.0)
+    # Prometheus has the last scrape of the windows (both end by `end`) a
+    # scrape interval later: 2 s after `end`, most of which the restart above
+    # has already taken.
+    time.sleep(max(0.0, end + 2.0 - time.monotonic()))
     before = _pod_rates(cluster, _unix(fault_at - before_s + 1.0), _unix(fault_at))
     after_start = (ejected if ejected is not None else fault_at) + 1.0
     after = _pod_rates(cluster, _unix(after_start), _unix(end))
