@@ -20,13 +20,19 @@ from pathlib import Path
 
 import numpy as np
 from model_common.openvino_runtime import ov
-from model_common.openvino_setting import SHAPES_KEPT, Setting, precision_candidates
+from model_common.openvino_setting import (
+    SHAPES_KEPT,
+    SHAPES_KEPT_OPTION,
+    Setting,
+    precision_candidates,
+)
 from model_common.processor import this_processor
 
 from perf.report_command import write_report
 from server.paths import OPENVINO_MODEL_DIR
 
-CAPACITY_OPTION = "CPU_RUNTIME_CACHE_CAPACITY"
+# `--one`'s capacity for the stages' own options.
+SERVED = "served"
 OPENVINO_DEFAULT = 5000
 SHAPES = 400
 # The shapes met again at the end: the first ones after the largest.
@@ -64,7 +70,7 @@ def measure(model_xml: Path, precision: str, capacity: int | None, count: int) -
     """In this process: `capacity` None compiles with the stages' own options."""
     options = Setting(precision).options(THREADS)
     if capacity is not None:
-        options[CAPACITY_OPTION] = capacity
+        options[SHAPES_KEPT_OPTION] = capacity
     compiled = ov.Core().compile_model(str(model_xml), "CPU", options)
     request = compiled.create_infer_request()
     names = [tensor.get_any_name() for tensor in compiled.inputs]
@@ -87,7 +93,7 @@ def measure(model_xml: Path, precision: str, capacity: int | None, count: int) -
 def measure_apart(model_xml: Path, precision: str, capacity: int | None, count: int) -> ShapeCost:
     """`measure` in a process of its own."""
     command = [sys.executable, "-m", "perf.openvino_shape_cache", "--one", str(model_xml)]
-    command += [precision, str(capacity if capacity is not None else ""), str(count)]
+    command += [precision, SERVED if capacity is None else str(capacity), str(count)]
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600)
     return ShapeCost(**json.loads(done.stdout.splitlines()[-1]))
 
@@ -123,7 +129,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.one:
         model_xml, precision, capacity, count = args.one
-        cost = measure(Path(model_xml), precision, int(capacity) if capacity else None, int(count))
+        kept = None if capacity == SERVED else int(capacity)
+        cost = measure(Path(model_xml), precision, kept, int(count))
         print(json.dumps(asdict(cost)))
         return
     if args.output is None:

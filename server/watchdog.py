@@ -7,8 +7,9 @@ them is gone and no new one came, reloads that model (unload, then load)
 through the model-repository API, which starts fresh stubs; from then on it
 watches those. New stubs in place of the old are an operator's reload, which
 needs no repair: reloading again would unload the model and fail its
-requests for a moment (the soak found it, perf/soak.py). A reload that fails is retried with exponential backoff, so a model
-that cannot load does not keep the server busy reloading it.
+requests for a moment (the soak found it, perf/soak.py). A reload that
+fails is retried with exponential backoff, so a model that cannot load does
+not keep the server busy reloading it.
 
 Where the stub died with requests in flight, Triton never finishes unloading
 the old instances: their other stubs live on, serving nothing, each holding

@@ -33,6 +33,7 @@ PRECISION_CHOICES = (AUTO, *PRECISIONS)
 # gigabytes as it served, and none kept made every call slower
 # (perf/results/debian12-2core/openvino_shape_cache.md).
 SHAPES_KEPT = 64
+SHAPES_KEPT_OPTION = "CPU_RUNTIME_CACHE_CAPACITY"
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Setting:
             # one group each would share that core while the other idled
             # (perf/results/debian12-2core/batching_choices.md, "No CPU pinning").
             "ENABLE_CPU_PINNING": False,
-            "CPU_RUNTIME_CACHE_CAPACITY": SHAPES_KEPT,
+            SHAPES_KEPT_OPTION: SHAPES_KEPT,
         }
 
     def record(self) -> dict[str, object]:

@@ -3,9 +3,9 @@
 #
 # go_build_dir NAME: a throwaway folder GO_BUILD beside build/tools/bin,
 # removed when the installer exits, that holds Go's module and build caches
-# too: a set-up leaves no Go cache behind (with Helm, then built too, they came to
-# 3.9 GiB, Debian 12, 2026-11-27), at the price of fetching and compiling
-# again when a pinned version changes.
+# too: a set-up leaves no Go cache behind (3.9 GiB when Helm was built here
+# too, Debian 12, 2026-11-27), at the price of fetching and compiling again
+# when a pinned version changes.
 go_build_dir() {
   mkdir -p build/tools
   GO_BUILD=$(mktemp -d "$PWD/build/tools/$1-build.XXXXXX")
