@@ -1337,10 +1337,12 @@ def test_through_the_gateway_and_a_traced_edge_a_request_is_one_trace(
     _, call = check_gateway_spans(trace, caller.span_id, ONE_TEXT, 200)
     check_edge_span(trace, call.span_id, "grpc", "embed_tokens")
     # Besides the inference, the gateway reads the model's config (once).
+    # Each starts in the call's time; Envoy ends its span once its write is
+    # done, which may be after the gateway has read the answer.
+    slack = CROSS_PROCESS_SLACK_US
     for edge in trace.named(EDGE_SPAN):
         assert edge.parent_id == call.span_id
-        assert call.start_us - CROSS_PROCESS_SLACK_US <= edge.start_us
-        assert edge.end_us <= call.end_us + CROSS_PROCESS_SLACK_US
+        assert call.start_us - slack <= edge.start_us <= call.end_us + slack, (edge, call)
 
 
 def test_with_tenants_the_edge_draws_the_traces_and_triton_follows(
