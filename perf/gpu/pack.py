@@ -221,12 +221,17 @@ def pack(archive: Path = ARCHIVE) -> Path:
         _stage_client(stage)
         _stage_stub_numpy(stage)
         partial = archive.with_name(archive.name + ".partial")
-        # -6 rather than -9: nearly as small, and pack stays quick enough for CI.
+        # Most of the kit is x86-64 code, which the x86 filter makes smaller:
+        # at preset 3 it packs in half the time of -6 (15 against 33 s on two
+        # cores) for 3.4 MiB more, still well within what one device call
+        # carries.
         subprocess.run(
             ["tar", "-C", str(stage), "--owner=0", "--group=0", "-cf", str(partial), "."],
             check=True,
         )
-        subprocess.run(["xz", "-6", "-T0", "--force", str(partial)], check=True)
+        subprocess.run(
+            ["xz", "--x86", "--lzma2=preset=3", "-T0", "--force", str(partial)], check=True
+        )
         partial.with_name(partial.name + ".xz").replace(archive)
     return archive
 
