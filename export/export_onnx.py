@@ -1,8 +1,9 @@
 """Export a sentence-transformers model to ONNX for the Triton embedding service.
 
 The folder's config_sentence_transformers.json says what it holds (model_type): a bi-encoder
-(SentenceTransformer, or none named), a reranker (CrossEncoder) or a sparse encoder
-(SparseEncoder, SPLADE); any other class is refused naming it.
+(SentenceTransformer, or none named), a reranker (CrossEncoder), a sparse encoder
+(SparseEncoder, SPLADE) or a multi-vector encoder (MultiVectorEncoder, ColBERT-style); any other
+class is refused naming it.
 
 For a bi-encoder, the exported graph takes `input_ids` and `attention_mask` (int64 [batch,
 seq]) and returns `embedding` (L2-normalized, float32 [batch, D]) and `norm` (the L2 norm of the
@@ -64,14 +65,30 @@ values within 1e-4. On success it writes, each file atomically:
     export.json ("task": "sparse", pooling strategy, vocabulary size, prompts, max_active_dims,
     check results) into both folders.
 
+For a multi-vector encoder (a Transformer, BERT or ModernBERT, then Dense projections,
+MultiVectorMask and Normalize; --graph plain only), the graph takes `input_ids` and
+`attention_mask` (int64 [batch, seq]) and returns `token_vectors` (float32 [batch, seq, D]): the
+last hidden states through the Dense and Normalize modules, at every position; the rows and
+which of their positions are served as vectors (query expansion, the skip-list) are
+model_common.multivector's, from the record. Each check text's row, as a query and as a
+document, must be MultiVectorEncoder's; the graph's vectors at the rows' vector mask, batched
+and one text at a time, must be as many as encode_query / encode_document give, each at a
+cosine of at least 0.9999. On success it writes, each file atomically:
+
+    <repository>/multivector/encoder/1/model.onnx
+    <repository>/multivector/tokenizer/1/tokenizer.json and multivector/pair_tokenizer/1/
+    export.json ("task": "multivector", width, lengths, expansion, skip-list ids, similarity,
+    check results) into those and multivector/maxsim/1/.
+
 This file is the command line and the order of the steps, the same for every task; what differs
 per task is its declaration (task_export.py's TaskExport: embed_export.py, rerank_export.py,
-sparse_export.py), keyed by the catalog's task (embedding_catalog.tasks), and each step is a
-module beside it: model_folder.py, embed_folder.py, rerank_folder.py and sparse_folder.py (the
-folder read into its task's spec; model_families.py, what differs per family), st_model.py and
-served_tokenizer.py (the model and the tokenizer as loaded), embedding_head.py, rerank_head.py
-and sparse_head.py (the graphs), onnx_graph.py (trace, fuse, quantize), reference_check.py,
-score_check.py and sparse_check.py (the checks) and publish.py.
+sparse_export.py, multivector_export.py), keyed by the catalog's task (embedding_catalog.tasks),
+and each step is a module beside it: model_folder.py, embed_folder.py, rerank_folder.py,
+sparse_folder.py and multivector_folder.py (the folder read into its task's spec;
+model_families.py, what differs per family), st_model.py and served_tokenizer.py (the model and
+the tokenizer as loaded), embedding_head.py, rerank_head.py, sparse_head.py and
+multivector_head.py (the graphs), onnx_graph.py (trace, fuse, quantize), reference_check.py,
+score_check.py, sparse_check.py and multivector_check.py (the checks) and publish.py.
 """
 
 from __future__ import annotations
@@ -85,6 +102,7 @@ from typing import Any
 
 from embed_export import EMBED_EXPORT
 from model_folder import default_model_dir, read_task
+from multivector_export import MULTIVECTOR_EXPORT
 from onnx_graph import build_graph, example_inputs
 from optimize_graph import GRAPH_KINDS, GraphKind
 from publish import publish
@@ -94,7 +112,10 @@ from task_export import Exported, TaskExport
 
 # Each catalog task's declaration of its export.
 TASK_EXPORTS: Mapping[str, TaskExport[Any, Any, Any, Any, Any]] = MappingProxyType(
-    {export.task.name: export for export in (EMBED_EXPORT, RERANK_EXPORT, SPARSE_EXPORT)}
+    {
+        export.task.name: export
+        for export in (EMBED_EXPORT, RERANK_EXPORT, SPARSE_EXPORT, MULTIVECTOR_EXPORT)
+    }
 )
 DEFAULT_OPSET = 17
 # Plain stays the default: the fused graph served no faster (perf/results/debian12-2core/

@@ -1,6 +1,6 @@
 """The architecture families the export serves, and what differs between them: the transformers
-class each loads as (as a bi-encoder, a reranker and a sparse encoder), where its position ids start, and whether
-its encoder takes token type ids."""
+class each loads as (as a bi-encoder, a reranker, a sparse encoder and a multi-vector encoder),
+where its position ids start, and whether its encoder takes token type ids."""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ RERANK_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType(
 # SparseEncoder's MLMTransformer loads. BERT only: the family of the published SPLADE models and of
 # the sparse test models (harness/sparse_encoder_models.py); others are refused by name.
 SPARSE_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType({"bert": "BertForMaskedLM"})
+# The same for multi-vector (ColBERT-style) encoders: config.json model_type -> the encoder a
+# MultiVectorEncoder's Transformer loads (AutoModel, its last hidden states the token vectors).
+# Only the families the multi-vector tests build (harness/multivector_models.py).
+MULTIVECTOR_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType(
+    {"bert": "BertModel", "modernbert": "ModernBertModel"}
+)
 # Where the position embeddings start after the padding id (RoBERTa-style position ids), the
 # last max_position_embeddings - (pad_token_id + 1) positions are the usable ones.
 PADDING_OFFSET_POSITIONS = frozenset({"xlm-roberta", "mpnet"})

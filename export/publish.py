@@ -64,10 +64,10 @@ def publish(
     repository, where the task's declaration puts them."""
     model_path = repository / task.onnx_version / "model.onnx"
     write_atomically(model_path, lambda temp: shutil.copyfile(onnx_path, temp))
-    write_atomically(
-        repository / task.tokenizer_version / "tokenizer.json",
-        lambda temp: tokenizer.save(str(temp)),
-    )
+    for version in task.tokenizer_versions:
+        write_atomically(
+            repository / version / "tokenizer.json", lambda temp: tokenizer.save(str(temp))
+        )
     for version in task.records:
         write_record(repository / version / "export.json", record)
     return model_path

@@ -9,7 +9,10 @@ launcher at each start (server/launch.py --catalog):
     <out>/<name>.tokenizer           the model's tokenizer stage (a reranker's: of pairs)
     <out>/<name>.embedder            the model's embedder, on its engine
     <out>/<name>.scorer              a reranker's scorer, in place of the embedder
-    <out>/<name>.encoder             a sparse encoder's, likewise
+    <out>/<name>.encoder             a sparse encoder's, likewise, and a multi-vector
+                                     encoder's
+    <out>/<name><suffix>             a task's further stages (a multi-vector encoder's
+                                     pair tokenizer and MaxSim scorer)
 
 Which stages, entry points and serializer a model has is its task's
 declaration (catalog/embedding_catalog/tasks.py). Why written, not kept:
@@ -106,16 +109,22 @@ def _stage_sources(model: CatalogModel) -> tuple[Path, Path]:
 
 def _entry_points(out: Path, model: CatalogModel) -> None:
     tokenizer, engine = (source.name for source in _stage_sources(model))
-    for suffix, ensemble in model.task_declaration.entry_points.items():
+    task = model.task_declaration
+    for suffix, ensemble in task.entry_points.items():
         source = MODEL_REPOSITORY / ensemble / "config.pbtxt"
         edits = [_stage_name(engine, model.engine_stage)]
-        # The shipped ensembles call `serializer`, the sparse one too.
+        text = source.read_text()
+        # The shipped ensembles that serialize call `serializer`, the sparse one too.
         serializer = model.serializer
-        if serializer is not None and serializer != SERIALIZER:
+        if serializer is not None and serializer != SERIALIZER and f'"{SERIALIZER}"' in text:
             edits.append(_stage_name(SERIALIZER, serializer))
         # A token ids entry point has no tokenizer step.
-        if f'"{tokenizer}"' in source.read_text():
+        if f'"{tokenizer}"' in text:
             edits.append(_stage_name(tokenizer, model.tokenizer))
+        # A task's further stages, where the ensemble calls them.
+        for stage_suffix, folder in task.more_stages.items():
+            if f'"{Path(folder).name}"' in text:
+                edits.append(_stage_name(Path(folder).name, model.name + stage_suffix))
         for name in model.names:
             _write(out / (name + suffix), source, edits, model.name)
             (out / (name + suffix) / "1").mkdir()
@@ -154,6 +163,10 @@ def write_served_repository(
             tokenizer.append(_instances(tokenizer_instances))
         _stage(out, model, model.tokenizer, tokenizer_source, tokenizer)
         _stage(out, model, model.engine_stage, engine_source, _engine_edits(model))
+        for suffix, folder in model.task_declaration.more_stages.items():
+            # A further stage that tokenizes is admitted by the engine's backlog too.
+            edits = tokenizer if suffix in model.task_declaration.more_tokenizer_stages else []
+            _stage(out, model, model.name + suffix, MODEL_REPOSITORY / folder, edits)
         # The TensorRT embedder runs its engine, a model of its own.
         engine = engine_source.parent
         if (engine / TENSORRT_ENGINE_STAGE).is_dir():

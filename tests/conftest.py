@@ -15,7 +15,7 @@ import pytest
 from embedding_requests import SAMPLE_TEXTS
 from tritonclient.grpc import model_config_pb2
 
-from harness import cross_encoder_models, sparse_encoder_models
+from harness import cross_encoder_models, multivector_models, sparse_encoder_models
 from harness.export_environment import run_in_export_environment
 from harness.family_models import FAMILY_NAMES, build_in_export_environment
 from harness.priority import INTERACTIVE
@@ -88,6 +88,17 @@ def cross_encoder_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     out = tmp_path_factory.mktemp("cross_encoders")
     cross_encoder_models.build_in_export_environment(out)
     return {name: out / name for name in cross_encoder_models.CROSS_ENCODER_NAMES}
+
+
+@pytest.fixture(scope="session")
+def multivector_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A MultiVectorEncoder folder per test multi-vector encoder (harness/multivector_models.py):
+    bert_colbert (prompts, a fixed query expansion, a skip-list), bert_plain (none of them) and
+    modernbert_colbert (a min expansion it attends to); the tests copy a folder before they
+    change it."""
+    return multivector_models.build_in_export_environment(
+        tmp_path_factory.mktemp("multivector_encoders")
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The gateway's OpenAPI document against the gateway itself: Schemathesis
 generates requests for every route from the served /openapi.json, valid and
 invalid ones, and sends them to the installed `embedding-gateway` serving a
-catalog (MiniLM, a reranker, a sparse encoder) in front of a real
+catalog (MiniLM, a reranker, a sparse encoder, a multi-vector encoder) in front of a real
 tritonserver that serves it.
 
 Every answer must be no 5xx, documented, an error in its API's own shape
@@ -53,10 +53,11 @@ from server.paths import EXPORTS, MODEL_REPOSITORY
 
 # Hypothesis examples per route, on top of Schemathesis' own boundary cases.
 EXAMPLES = 100
-# The names and engine of test_rerank.py's and test_sparse.py's models, so
-# that a run of the whole suite exports each once.
+# The names and engine of test_rerank.py's, test_sparse.py's and test_multivector.py's
+# models, so that a run of the whole suite exports each once.
 RERANKER = "bert-reranker"
 SPARSE = "bert_max-sparse"
+MULTIVECTOR = "bert_colbert-mv"
 # Examples that ran, by route and mode.
 RAN: Counter[str] = Counter()
 ROUTE_PATHS = [route.path for route in ROUTES]
@@ -72,8 +73,13 @@ def catalog(
     served_dir: Path,
     cross_encoder_folders: dict[str, Path],
     sparse_encoder_folders: dict[str, Path],
+    multivector_folders: dict[str, Path],
 ) -> Catalog:
-    folders = {RERANKER: cross_encoder_folders["bert"], SPARSE: sparse_encoder_folders["bert_max"]}
+    folders = {
+        RERANKER: cross_encoder_folders["bert"],
+        SPARSE: sparse_encoder_folders["bert_max"],
+        MULTIVECTOR: multivector_folders["bert_colbert"],
+    }
     return catalog_beside_minilm(served_dir, folders, {RERANKER: "onnxruntime"})
 
 
@@ -121,8 +127,12 @@ def test_the_document_is_valid_openapi_naming_the_served_models(
         name for model in catalog.models if model.task == "embed" for name in model.names
     ]
     assert schemas["EmbeddingsRequest"]["properties"]["model"]["enum"] == embedding_names
-    assert schemas["CohereRerankRequest"]["properties"]["model"]["enum"] == [RERANKER, None]
+    # A multi-vector encoder reranks too, by MaxSim: with two, `model` is required.
+    rerank = schemas["CohereRerankRequest"]
+    assert rerank["properties"]["model"]["enum"] == [RERANKER, MULTIVECTOR]
+    assert "model" in rerank["required"]
     assert schemas["TeiSparseRequest"]["properties"]["model"]["enum"] == [SPARSE, None]
+    assert schemas["PoolingRequest"]["properties"]["model"]["enum"] == [MULTIVECTOR, None]
 
 
 def test_the_schemas_take_the_options_from_the_one_declaration() -> None:

@@ -156,7 +156,7 @@ def test_a_bad_option_fails_its_own_request_only(server: RunningServer, protocol
             "bad_rows",
             'string_value: "sparse"',
             'string_value: "ragged"',
-            "model configuration: parameters 'rows' is 'ragged'; expected dense or sparse",
+            "model configuration: parameters 'rows' is 'ragged'; expected dense, sparse or multivector",
         ),
         (
             "bad_input",

@@ -56,6 +56,10 @@ STAGE_OUTPUTS = {
     "openvino_cpu/embedder": "EMBEDDING",
     "reranker/scorer": "SCORE",
     "sparse/encoder": "ACTIVATIONS",
+    "multivector/tokenizer": "VECTOR_MASK",
+    "multivector/pair_tokenizer": "QUERY_VECTOR_MASK",
+    "multivector/encoder": "TOKEN_VECTORS",
+    "multivector/maxsim": "SCORE",
     "tensorrt_gpu/embedder": "NORM",
     "torch_gpu/embedder": "EMBEDDING",
 }

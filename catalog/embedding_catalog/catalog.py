@@ -104,7 +104,10 @@ class CatalogModel:
     def own_stages(self) -> tuple[str, ...]:
         """The stages this entry adds to a server (the shared serializers
         aside); the packaged model's include its TensorRT engine's."""
-        return PACKAGED_STAGES if self.path is None else (self.tokenizer, self.engine_stage)
+        if self.path is None:
+            return PACKAGED_STAGES
+        more = tuple(self.name + suffix for suffix in self.task_declaration.more_stages)
+        return (self.tokenizer, self.engine_stage, *more)
 
     @property
     def serializer(self) -> str | None:

@@ -16,6 +16,7 @@ from types import MappingProxyType
 # writing sparse rows.
 SERIALIZER = "serializer"
 SPARSE_SERIALIZER = "sparse_serializer"
+MULTIVECTOR_SERIALIZER = "multivector_serializer"
 # A bi-encoder's token-ids entry point: NAME_tokens.
 TOKENS_SUFFIX = "_tokens"
 # The engines every task's auto chooses among (export/engine_choice.py).
@@ -49,11 +50,27 @@ class Task:
     more_records: tuple[str, ...] = ()
     # Engines served for the packaged model only (built on the serving GPU).
     packaged_engines: tuple[str, ...] = field(default=())
+    # Its further stages of its own, beside the tokenizer and the engine stage: the suffix of
+    # each one's served name (after the catalog name), and its model_repository folder.
+    more_stages: Mapping[str, str] = field(default_factory=dict)
+    # Those of them that tokenize, so the export writes the serving tokenizer.json there too.
+    more_tokenizer_stages: tuple[str, ...] = ()
+    # Other tasks whose requests its models answer too, each with the entry point (its
+    # suffix) that answers them: the gateway serves them on those tasks' routes.
+    also_serves: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Declared as plain dicts, kept read-only.
-        for name in ("engine_stages", "entry_points"):
+        for name in ("engine_stages", "entry_points", "more_stages", "also_serves"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def serves(self, task: str) -> bool:
+        """Whether its models answer the requests of `task`."""
+        return task == self.name or task in self.also_serves
+
+    def entry_point(self, task: str) -> str:
+        """The suffix of its entry point that answers `task`'s requests."""
+        return "" if task == self.name else self.also_serves[task]
 
     @property
     def engines(self) -> tuple[str, ...]:
@@ -86,9 +103,16 @@ class Task:
         return f"{self.tokenizer_stage}/{VERSION}"
 
     @property
+    def tokenizer_versions(self) -> tuple[str, ...]:
+        """Every version folder the export writes the serving tokenizer.json into."""
+        more = (f"{self.more_stages[suffix]}/{VERSION}" for suffix in self.more_tokenizer_stages)
+        return (self.tokenizer_version, *more)
+
+    @property
     def records(self) -> tuple[str, ...]:
         """Every version folder the export writes its record into, so each deploys alone."""
-        return (self.onnx_version, *self.more_records, self.tokenizer_version)
+        more = tuple(f"{folder}/{VERSION}" for folder in self.more_stages.values())
+        return (self.onnx_version, *self.more_records, *more, self.tokenizer_version)
 
 
 EMBED = Task(
@@ -134,11 +158,36 @@ SPARSE = Task(
     threads_parameter="intra_op_num_threads",
 )
 
-TASKS: Mapping[str, Task] = MappingProxyType({task.name: task for task in (EMBED, RERANK, SPARSE)})
+MULTIVECTOR = Task(
+    name="multivector",
+    model_type="MultiVectorEncoder",
+    kind="multi-vector encoder",
+    # Its tokenizer gives the graph's rows per role (query or document) and which positions
+    # are served as vectors (model_common.multivector).
+    tokenizer_stage="multivector/tokenizer",
+    engine_stages={"onnxruntime": "multivector/encoder"},
+    stage_suffix=".encoder",
+    # NAME: texts to token vectors; NAME_rerank: a query against documents by MaxSim.
+    entry_points={"": "multivector/embed_multi", "_rerank": "multivector/rerank"},
+    serializer=MULTIVECTOR_SERIALIZER,
+    threads_parameter="intra_op_num_threads",
+    more_stages={".pair_tokenizer": "multivector/pair_tokenizer", ".maxsim": "multivector/maxsim"},
+    more_tokenizer_stages=(".pair_tokenizer",),
+    # Cohere's and TEI's rerank routes score by MaxSim where they name one.
+    also_serves={"rerank": "_rerank"},
+)
+
+TASKS: Mapping[str, Task] = MappingProxyType(
+    {task.name: task for task in (EMBED, RERANK, SPARSE, MULTIVECTOR)}
+)
 TASKS_BY_MODEL_TYPE: Mapping[str, Task] = MappingProxyType(
     {task.model_type: task for task in TASKS.values()}
 )
 # The serializers a catalog may need, each a model_repository folder's backend.
 SERIALIZER_FOLDERS = MappingProxyType(
-    {SERIALIZER: "shared/serializer", SPARSE_SERIALIZER: "sparse/serializer"}
+    {
+        SERIALIZER: "shared/serializer",
+        SPARSE_SERIALIZER: "sparse/serializer",
+        MULTIVECTOR_SERIALIZER: "multivector/serializer",
+    }
 )

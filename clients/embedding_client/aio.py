@@ -21,9 +21,12 @@ from embedding_client.base import ClientBase
 from embedding_client.batching import Request
 from embedding_client.call import Call, Result
 from embedding_client.errors import RETRY_AFTER, note_http_answer, triton_errors
+from embedding_client.multivector import multivector_call
 from embedding_client.options import (
     EmbedKwargs,
     EmbedOptions,
+    MultiVectorKwargs,
+    MultiVectorOptions,
     RerankKwargs,
     SparseKwargs,
     SparseOptions,
@@ -166,6 +169,16 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
         self, texts: str | Sequence[str], **options: Unpack[SparseKwargs]
     ) -> list[SparseRow]:
         return await self._run(sparse_call(self.model, texts, SparseOptions(**options)))
+
+    async def embed_multi(
+        self, texts: str | Sequence[str], **options: Unpack[MultiVectorKwargs]
+    ) -> list[np.ndarray]:
+        """Each text's token vectors, [n, D] (of the dtype; packed bytes for binary), n its
+        own; the client's model must be a multi-vector encoder. kind: the role the texts are
+        encoded in, "query" or "document" (the default)."""
+        kind = options.pop("kind", None)
+        call = multivector_call(self.model, texts, MultiVectorOptions(input_type=kind, **options))
+        return await self._run(call)
 
     async def max_batch_size(self, model: str) -> int:
         if model not in self._limits:

@@ -25,9 +25,12 @@ from embedding_client.errors import (
     note_http_answer,
     triton_errors,
 )
+from embedding_client.multivector import multivector_call
 from embedding_client.options import (
     EmbedKwargs,
     EmbedOptions,
+    MultiVectorKwargs,
+    MultiVectorOptions,
     RerankKwargs,
     SparseKwargs,
     SparseOptions,
@@ -206,6 +209,16 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
         """Each text's active vocabulary entries; the client's model must be
         a sparse encoder. max_active_dims keeps that many of the largest."""
         return self._run(sparse_call(self.model, texts, SparseOptions(**options)))
+
+    def embed_multi(
+        self, texts: str | Sequence[str], **options: Unpack[MultiVectorKwargs]
+    ) -> list[np.ndarray]:
+        """Each text's token vectors, [n, D] (of the dtype; packed bytes for binary), n its
+        own; the client's model must be a multi-vector encoder. kind: the role the texts are
+        encoded in, "query" or "document" (the default)."""
+        kind = options.pop("kind", None)
+        call = multivector_call(self.model, texts, MultiVectorOptions(input_type=kind, **options))
+        return self._run(call)
 
     def max_batch_size(self, model: str) -> int:
         if model not in self._limits:

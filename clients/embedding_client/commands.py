@@ -4,7 +4,9 @@
 - embed: texts to embeddings, as .npy, JSONL or raw bytes;
 - rerank: documents ranked by relevance to a query, as JSON lines;
 - embed-sparse: texts to their sparse encoder's active vocabulary entries,
-  as JSON lines.
+  as JSON lines;
+- embed-multi: texts to their multi-vector encoder's token vectors, as JSON
+  lines.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from embedding_client.client import EmbeddingClient
 from embedding_client.command_line import Command, add_model, add_text_options
 from embedding_client.decode import OPTION_DEFAULTS, ROW_DTYPES
 from embedding_client.files import OUTPUT_FORMATS, EmbeddingWriter, output_format
-from embedding_client.options import INPUT_TYPES, TRUNCATION_DIRECTIONS, EmbedKwargs
+from embedding_client.options import (
+    INPUT_TYPES,
+    MULTIVECTOR_KIND,
+    TRUNCATION_DIRECTIONS,
+    EmbedKwargs,
+)
 
 EMBED_DOC = """embed: texts to embeddings from the shell.
 
@@ -190,7 +197,48 @@ EMBED_SPARSE = Command(
     "embed-sparse", EMBED_SPARSE_DOC, "texts", "texts to encode", _sparse_arguments, _embed_sparse
 )
 
+EMBED_MULTI_DOC = """embed-multi: texts -> their multi-vector encoder's token vectors, from the shell.
+
+    embed-multi --model my-colbert --kind query "what is late interaction?"
+    embed-multi --model my-colbert --file docs.jsonl --field body --dtype float16
+
+Texts come from the arguments, else --file, else standard input (one per
+line). Standard output gets one JSON object per text, in order: its index and
+its vectors, one list of values per vector (packed bytes for binary dtypes).
+"""
+
+
+def _multi_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model(parser, "the server's multi-vector encoder (Triton name)")
+    parser.add_argument(
+        "--kind",
+        choices=INPUT_TYPES,
+        default=MULTIVECTOR_KIND,
+        help=f"the role the texts are encoded in (default: {MULTIVECTOR_KIND})",
+    )
+    parser.add_argument(
+        "--dtype", choices=list(ROW_DTYPES), default=OPTION_DEFAULTS["dtype"], help="vector format"
+    )
+    parser.add_argument(
+        "--no-truncate",
+        dest="truncate",
+        action="store_const",
+        const=False,
+        help="refuse texts longer than the role's max length instead of cutting them",
+    )
+
+
+def _embed_multi(client: EmbeddingClient, texts: list[str], args: argparse.Namespace) -> None:
+    vectors = client.embed_multi(texts, kind=args.kind, dtype=args.dtype, truncate=args.truncate)
+    _json_lines({"index": index, "vectors": each.tolist()} for index, each in enumerate(vectors))
+
+
+EMBED_MULTI = Command(
+    "embed-multi", EMBED_MULTI_DOC, "texts", "texts to encode", _multi_arguments, _embed_multi
+)
+
 # The installed commands (clients/pyproject.toml's scripts).
 embed = EMBED.main
 rerank = RERANK.main
 embed_sparse = EMBED_SPARSE.main
+embed_multi = EMBED_MULTI.main

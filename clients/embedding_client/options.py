@@ -86,12 +86,15 @@ def _declared(entries: list[dict[str, Any]]) -> dict[str, Option]:
 
 
 # dtype's values are the row formats: decode.py's ROW_DTYPES and SPARSE_VALUE_DTYPES.
+# Multi-vector rows take the dense dtypes, and no other row option.
 ROW_OPTIONS = _declared(DECLARATION["options"])
 SPARSE_ROW_OPTIONS = _declared(DECLARATION["sparse"]["options"])
 TEXT_OPTION_DECLARATIONS = _declared(DECLARATION["text_options"])
 RERANK_OPTIONS = _declared(DECLARATION["rerank_options"])
 INPUT_TYPES = TEXT_OPTION_DECLARATIONS["input_type"].choices
 TRUNCATION_DIRECTIONS = TEXT_OPTION_DECLARATIONS["truncation_direction"].choices
+# The role a multi-vector encoder's texts are encoded in where a call names none.
+MULTIVECTOR_KIND: str = DECLARATION["multivector"]["default_input_type"]
 # The options that choose how texts become tokens: the text entry point's
 # tokenizer applies them, so they cannot go with token ids.
 TEXT_OPTIONS = tuple(TEXT_OPTION_DECLARATIONS)
@@ -119,6 +122,16 @@ class SparseKwargs(TextKwargs, total=False):
 
     dtype: str
     max_active_dims: int | None
+
+
+class MultiVectorKwargs(TypedDict, total=False):
+    """The keyword options of embed_multi: the role its texts are encoded in, the vectors'
+    dtype, and how texts are truncated."""
+
+    kind: str  # one of INPUT_TYPES' roles: query, or document
+    dtype: str
+    truncate: bool | None
+    truncation_direction: str | None
 
 
 class RerankKwargs(TypedDict, total=False):
@@ -217,3 +230,19 @@ class SparseOptions(TextOptions):
         if self.max_active_dims is not None:
             parameters["max_active_dims"] = self.max_active_dims
         return parameters | self._text_parameters()
+
+
+@dataclass(frozen=True)
+class MultiVectorOptions(TextOptions):
+    """The options of multi-vector rows, and of texts: input_type is the role the texts are
+    encoded in (a query's expansion, a document's skip-list), document by default."""
+
+    dtype: str = OPTION_DEFAULTS["dtype"]
+
+    def __post_init__(self) -> None:
+        _check_dtype(self.dtype, ROW_DTYPES, " for multi-vector rows")
+        super().__post_init__()
+
+    def parameters(self) -> Parameters:
+        """dtype always travels, since decoding depends on it."""
+        return {"dtype": self.dtype} | self._text_parameters()

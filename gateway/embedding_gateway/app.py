@@ -20,6 +20,7 @@ from embedding_gateway.errors import Api, ApiError
 from embedding_gateway.logs import HEALTH_PREFIX, failure_fields
 from embedding_gateway.openapi import openapi_document
 from embedding_gateway.otlp import SpanExporter
+from embedding_gateway.pooling_api import OCTET_STREAM
 from embedding_gateway.routes import COHERE_VERSIONS, OPENAPI_PATH, PATH_APIS, ROUTES, Health
 from embedding_gateway.service import Body, Caller, EmbeddingsService
 from embedding_gateway.trace_context import TRACE_ID_HEADER, read_trace_context
@@ -76,6 +77,7 @@ def create_app(settings: GatewaySettings) -> web.Application:
         "/embed": partial(_tei, EmbeddingsService.tei_embed),
         "/": partial(_tei, EmbeddingsService.tei_embed),
         "/embed_sparse": partial(_tei, EmbeddingsService.embed_sparse),
+        "/pooling": _pooling,
         "/health/live": _live,
         "/health/ready": _ready,
         OPENAPI_PATH: _openapi,
@@ -223,6 +225,16 @@ async def _tei(
 ) -> web.Response:
     """One of TEI's embedding routes."""
     return _json(await route(_authorized(request), request.read, _caller(request)))
+
+
+async def _pooling(request: web.Request) -> web.Response:
+    """vLLM's pooling: JSON, or raw bytes where the request accepts only those."""
+    raw = request.headers.get("Accept", "").strip() == OCTET_STREAM
+    service = _authorized(request)
+    body, headers = await service.pooling(request.read, _caller(request), raw)
+    if raw:
+        return web.Response(body=body, content_type=OCTET_STREAM, headers=headers)
+    return _json(body)
 
 
 async def _create_embeddings(request: web.Request) -> web.Response:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from importlib.metadata import version
 from typing import Any
 
+from embedding_catalog.tasks import TASKS
 from pydantic import TypeAdapter
 
 from embedding_gateway.errors import ERROR_BODIES
@@ -26,7 +27,7 @@ def openapi_document(tasks: Mapping[str, str], keyed: bool) -> dict[str, Any]:
     keys, components = _schemas()
     for route in ROUTES:
         if route.request is not None and route.task is not None:
-            names = [name for name, task in tasks.items() if task == route.task]
+            names = [name for name, task in tasks.items() if TASKS[task].serves(route.task)]
             _name_models(components[route.request.__name__], names)
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:

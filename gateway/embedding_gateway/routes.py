@@ -20,6 +20,7 @@ from embedding_gateway.openai_api import (
     ModelList,
     ModelObject,
 )
+from embedding_gateway.pooling_api import PoolingRequest, PoolingResponse
 from embedding_gateway.tei_api import (
     TeiEmbeddings,
     TeiEmbedRequest,
@@ -91,6 +92,15 @@ ROUTES = (
         TeiSparseEmbeddings,
         TeiSparseRequest,
         "sparse",
+    ),
+    Route(
+        "POST",
+        "/pooling",
+        "openai",
+        "vLLM's pooling (token_embed): texts to their token vectors",
+        PoolingResponse,
+        PoolingRequest,
+        "multivector",
     ),
     Route("GET", "/health/live", "openai", "The gateway is up", Health),
     Route("GET", "/health/ready", "openai", "The gateway and Triton are ready", Health),

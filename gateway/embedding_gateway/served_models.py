@@ -41,8 +41,13 @@ class ServedModels:
     routes: Mapping[str, str]
 
     def names(self, task: str) -> list[str]:
-        """The gateway's models of `task`."""
-        return [name for name, each in self.tasks.items() if each == task]
+        """The gateway's models that answer `task`'s requests: its own, and those of a
+        task that answers them too (a multi-vector encoder reranks)."""
+        return [name for name, each in self.tasks.items() if TASKS[each].serves(task)]
+
+    def entry_point(self, model: str, task: str) -> str:
+        """The Triton model that answers `task`'s requests for the served `model`."""
+        return model + TASKS[self.tasks[model]].entry_point(task)
 
     def embedding_model(self, model: str) -> str:
         """The OpenAI model of an embeddings request."""

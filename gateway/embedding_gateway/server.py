@@ -3,7 +3,7 @@
     embedding-gateway --triton-url 127.0.0.1:8001 \
         --model all-MiniLM-L6-v2=model_repository/shared/tokenizer/1/tokenizer.json \
         [--model NAME=TOKENIZER_JSON ...] [--reranker NAME ...] [--sparse NAME ...] \
-        [--port 8080]
+        [--multivector NAME ...] [--port 8080]
     embedding-gateway --triton-url 127.0.0.1:8001 --catalog models.toml \
         --model-repository model_repository --exports build/exports
     scripts/gateway.sh --triton-url 127.0.0.1:8001 --catalog models.toml
@@ -12,7 +12,8 @@ Each --model serves one of Triton's embedding models under its Triton name
 at /v1/embeddings (OpenAI's API) and /embed (TEI's), with that model's
 tokenizer.json; each --reranker one of its rerankers at /v1/rerank and
 /v2/rerank (Cohere's API) and /rerank (TEI's); each --sparse one of its
-sparse encoders at /embed_sparse (TEI's). --catalog serves every model of
+sparse encoders at /embed_sparse (TEI's); each --multivector one of its
+multi-vector encoders on the rerank routes, scored by MaxSim. --catalog serves every model of
 the catalog the server runs, by each of its names, each embedding model's
 tokenizer.json found in its export: the packaged model's in the service's
 model repository (--model-repository), the others' where the launcher
@@ -35,7 +36,7 @@ from functools import partial
 from pathlib import Path
 
 from aiohttp import web
-from embedding_catalog.tasks import EMBED, RERANK, SPARSE
+from embedding_catalog.tasks import EMBED, MULTIVECTOR, RERANK, SPARSE
 from embedding_client.options import listed
 from embedding_client.tokenization import ClientTokenizer
 
@@ -56,7 +57,12 @@ API_KEY_VARIABLE = "EMBEDDING_GATEWAY_API_KEY"
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # The option that serves a model of each task, repeated for more: NAME,
 # or NAME=TOKENIZER_JSON where the gateway tokenizes the task's texts.
-MODEL_OPTIONS = {EMBED.name: "--model", RERANK.name: "--reranker", SPARSE.name: "--sparse"}
+MODEL_OPTIONS = {
+    EMBED.name: "--model",
+    RERANK.name: "--reranker",
+    SPARSE.name: "--sparse",
+    MULTIVECTOR.name: "--multivector",
+}
 
 
 def triton_name(value: str) -> str:

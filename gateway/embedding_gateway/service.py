@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
-from embedding_catalog.tasks import EMBED, SPARSE
+from embedding_catalog.tasks import EMBED, RERANK, SPARSE
 from embedding_client.aio import AsyncEmbeddingClient
 from embedding_client.errors import EmbeddingError
 from embedding_client.plan import tokens_model_name
@@ -29,6 +29,7 @@ from embedding_gateway.openai_api import (
     render_embeddings,
     render_models,
 )
+from embedding_gateway.pooling_api import parse_pooling, render_pooling, render_raw
 from embedding_gateway.routes import TASK_ROUTES
 from embedding_gateway.served_models import ServedModels, model_not_found
 from embedding_gateway.tei_api import (
@@ -137,8 +138,10 @@ class EmbeddingsService:
             else:
                 request = parse_tei_rerank(body, self._served)
         caller.trace.describe(request.model, len(request.documents))
-        with self._calling(request.model, caller) as client:
-            ranked = await client.rerank(
+        # A multi-vector encoder reranks at an entry point of its own.
+        entry_point = self._served.entry_point(request.model, RERANK.name)
+        with self._calling(request.model, caller, entry_point) as client:
+            ranked = await client.with_model(entry_point).rerank(
                 request.query, request.documents, top_n=request.top_n, truncate=request.truncate
             )
         return render_cohere(ranked, request, version) if version else render_ranks(ranked, request)
@@ -165,6 +168,22 @@ class EmbeddingsService:
         with self._calling(request.model, caller) as client:
             rows = await client.embed_sparse(request.texts, **request.text_options)
         return render_sparse(rows)
+
+    async def pooling(
+        self, read: Body, caller: Caller = NO_CALLER, raw: bool = False
+    ) -> tuple[bytes, dict[str, str]]:
+        """vLLM's /pooling (token_embed): the body and its headers, the vectors as raw bytes
+        where the request accepts them (`raw`)."""
+        with caller.trace.span("parse"):
+            request = parse_pooling(await read(), self._served)
+        caller.trace.describe(request.model, len(request.texts))
+        with self._calling(request.model, caller) as client:
+            vectors = await client.embed_multi(
+                request.texts, kind=request.kind, dtype=request.dtype, **request.text_options
+            )
+        if raw:
+            return render_raw(vectors, request.dtype)
+        return render_pooling(vectors, request.model), {}
 
     @contextmanager
     def _calling(

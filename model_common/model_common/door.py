@@ -64,17 +64,19 @@ class AdmissionDoor:
             pb_utils.Logger.log_warn(f"admission: cannot read the embedder's backlog ({error})")
 
     def release(self, responses: Sequence[pb_utils.InferenceResponse]) -> None:
-        """Counts the responses that go on to the fed stage's queue, and
-        their real tokens (their ATTENTION_MASK's ones)."""
-        answered = [response for response in responses if not response.has_error()]
-        tokens = sum(
-            int(tensor.as_numpy().sum())
-            for response in answered
+        """Counts the requests that go on to the fed stage's queue, and
+        their real tokens: each attention mask a response holds is one
+        request there (a query's and a document's go to the same encoder)."""
+        masks = [
+            tensor.as_numpy()
+            for response in responses
+            if not response.has_error()
             for tensor in response.output_tensors()
-            if tensor.name() == ATTENTION_MASK.name
-        )
-        self._released.add(len(answered))
-        self._limit.released(len(answered), tokens)
+            if tensor.name().endswith(ATTENTION_MASK.name)
+        ]
+        tokens = sum(int(mask.sum()) for mask in masks)
+        self._released.add(len(masks))
+        self._limit.released(len(masks), tokens)
 
 
 class WorkCounter:

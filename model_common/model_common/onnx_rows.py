@@ -133,7 +133,7 @@ class OnnxRows(Stage[Checked, np.ndarray]):
         return run_merged([feeds for _, feeds in batch], self._run_requests, self._run_errors)
 
     def _run_requests(self, batch: Sequence[Feeds]) -> list[np.ndarray]:
-        rows = self._run_rows(_stack(batch))
+        rows = self._run_rows(stack_feeds(batch))
         return np.split(rows, request_splits([feeds[_IDS].shape[0] for feeds in batch]))
 
     def _run_rows(self, feeds: Feeds) -> np.ndarray:
@@ -186,7 +186,7 @@ def _open_openvino(setup: EmbedderSetup, output_name: str, check: GraphCheck) ->
     return lambda feeds: request.infer(feeds)[port].copy()
 
 
-def _stack(batch: Sequence[Feeds]) -> Feeds:
+def stack_feeds(batch: Sequence[Feeds]) -> Feeds:
     """Several requests' inputs as one, each row padded to the longest."""
     length = max(feeds[_IDS].shape[1] for feeds in batch)
     return {

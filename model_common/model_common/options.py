@@ -1,5 +1,6 @@
 """The request parameters that choose the output row format (dtype,
-dimensions, normalize), checked at the first stage of each ensemble.
+dimensions, normalize; for sparse and multi-vector rows their own),
+checked at the first stage of each ensemble.
 
 The serializer (backends/embedding_serializer/src/request_options.cc)
 applies them at the last stage; this check refuses a bad one before
@@ -166,5 +167,52 @@ def sparse_option_error(parameters: Mapping[str, Any], vocab_size: int) -> str |
             "max_active_dims_outside",
             max_active_dims=max_active_dims,
             vocab_size=vocab_size,
+        )
+    return None
+
+
+# Multi-vector rows (a late-interaction model's serializer,
+# backends/embedding_serializer/src/multivector_options.cc): the vectors'
+# dtype, any of the dense ones, declared in row_formats.json's "multivector"
+# section.
+_MULTIVECTOR: dict[str, Any] = DECLARATION["multivector"]
+MULTIVECTOR_OPTION_DEFAULTS: dict[str, object] = {
+    option["name"]: option["default"] for option in _MULTIVECTOR["options"]
+}
+_MULTIVECTOR_OPTION_TYPES: dict[str, str] = {
+    option["name"]: option["type"] for option in _MULTIVECTOR["options"]
+}
+# The dense and sparse options that are not multi-vector ones, refused by
+# name rather than ignored, so that a client learns they had no effect.
+_MULTIVECTOR_REFUSED_OPTIONS = tuple(
+    name
+    for name in {**OPTION_DEFAULTS, **SPARSE_OPTION_DEFAULTS}
+    if name not in MULTIVECTOR_OPTION_DEFAULTS
+)
+
+
+def multivector_option_error(parameters: Mapping[str, Any], vector_dim: int) -> str | None:
+    """The error message for the first bad multi-vector-row option, or None
+    when all are good; `vector_dim` is the width D of the model's vectors.
+    Other keys than the options and the refused ones (the text options,
+    any other stage's) belong to other stages and pass."""
+    dtype = parameters.get("dtype", MULTIVECTOR_OPTION_DEFAULTS["dtype"])
+    if not isinstance(dtype, str):
+        return _invalid("dtype", "wrong_type", type=_MULTIVECTOR_OPTION_TYPES["dtype"])
+    if dtype not in ROW_FORMATS:
+        return _invalid("dtype", "unknown_dtype", dtype=dtype, dtypes=_listed(ROW_DTYPES, "or"))
+    for name in _MULTIVECTOR_REFUSED_OPTIONS:
+        if name in parameters:
+            return error_message(
+                ErrorKind.INVALID_PARAMETER,
+                _MULTIVECTOR["messages"]["refused_option"].format(
+                    options=_listed(tuple(MULTIVECTOR_OPTION_DEFAULTS), "and")
+                ),
+                name,
+            )
+    # Named after dtype, the option at fault: the vectors' width is the model's.
+    if ROW_FORMATS[dtype].bit_packed and vector_dim % 8 != 0:
+        return _invalid(
+            "dtype", "not_whole_bytes", bit_packed=_listed(BIT_PACKED, "and"), dimensions=vector_dim
         )
     return None

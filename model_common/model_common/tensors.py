@@ -49,6 +49,15 @@ EMBEDDING = Tensor("EMBEDDING", "TYPE_FP32", (-1,), "embedding")
 NORM = Tensor("NORM", "TYPE_FP32", (1,), "norm")
 SCORE = Tensor("SCORE", "TYPE_FP32", (1,), "score")
 ACTIVATIONS = Tensor("ACTIVATIONS", "TYPE_FP32", (-1,), "activations")
+# A multi-vector encoder's: which positions are served vectors (model_common.multivector), and
+# each position's vector.
+VECTOR_MASK = Tensor("VECTOR_MASK", "TYPE_INT64", (-1,))
+TOKEN_VECTORS = Tensor("TOKEN_VECTORS", "TYPE_FP32", (-1, -1), "token_vectors")
+# The query's rows beside a document's, where a query is scored against documents by MaxSim.
+QUERY_INPUT_IDS = Tensor("QUERY_INPUT_IDS", "TYPE_INT64", (-1,))
+QUERY_ATTENTION_MASK = Tensor("QUERY_ATTENTION_MASK", "TYPE_INT64", (-1,))
+QUERY_VECTOR_MASK = Tensor("QUERY_VECTOR_MASK", "TYPE_INT64", (-1,))
+QUERY_VECTORS = Tensor("QUERY_VECTORS", "TYPE_FP32", (-1, -1))
 
 # Every embedder's, whatever runs it: token ids in, embeddings and norms out.
 EMBEDDER_IO = StageIO(inputs=(INPUT_IDS, ATTENTION_MASK), outputs=(EMBEDDING, NORM))

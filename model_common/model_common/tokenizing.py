@@ -23,15 +23,18 @@ Row = str | tuple[str, str]
 
 class Tokenizers:
     """The tokenizer.json export/ wrote (truncating at the max length, pairs longest first),
-    once per way of truncating in `directions` and once without truncation."""
+    once per way of truncating in `directions` and once without truncation; with `max_length`,
+    at that length instead of the file's (a multi-vector model's role's)."""
 
-    def __init__(self, path: Path, directions: Sequence[str]) -> None:
+    def __init__(
+        self, path: Path, directions: Sequence[str], max_length: int | None = None
+    ) -> None:
         truncation = Tokenizer.from_file(str(path)).truncation
         if truncation is None:
             raise pb_utils.TritonModelException(
                 f"{path} sets no max length; write it with export/export_onnx.py"
             )
-        self.max_length: int = truncation["max_length"]
+        self.max_length: int = max_length or truncation["max_length"]
         self._by_way: dict[Truncation, Tokenizer] = {}
         for direction in (*directions, None):
             tokenizer = Tokenizer.from_file(str(path))

@@ -2,8 +2,10 @@
 // (with each row's pre-normalization norm) in, one row of raw little-endian
 // bytes per embedding out, in the format each request asks for; or, for a
 // model configured for sparse rows, a learned-sparse encoder's activations
-// [N, V] in, one sparse row per text out. Modelled on Triton's recommended
-// example backend; no exception crosses the C API.
+// [N, V] in, one sparse row per text out; or, for multi-vector rows, a
+// late-interaction model's token vectors [N, T, D] and their mask [N, T] in,
+// one row of the served vectors per text out. Modelled on Triton's
+// recommended example backend; no exception crosses the C API.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +49,8 @@ ErrorPtr InitializeModel(TRITONBACKEND_Model* model) {
   SERIALIZER_LOG(TRITONSERVER_LOG_INFO,
                  held->rows == RowKind::kSparse
                      ? "embedding_serializer writes sparse rows from ACTIVATIONS"
+                 : held->rows == RowKind::kMultiVector
+                     ? "embedding_serializer writes multi-vector rows from TOKEN_VECTORS"
                  : held->embedding_type == ElementType::kFloat16
                      ? "embedding_serializer reads EMBEDDING as TYPE_FP16"
                      : "embedding_serializer reads EMBEDDING as TYPE_FP32");

@@ -1,8 +1,9 @@
 // Joins an input tensor that Triton may deliver in several buffers into one
-// float32 array. An element may straddle two buffers.
+// float32 (or int64) array. An element may straddle two buffers.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,8 @@ size_t ElementBytes(ElementType type);
 // error message if the total size is not a whole number of elements.
 std::string GatherFloats(const std::vector<Chunk>& chunks, ElementType type,
                          std::vector<float>* out);
+
+// The same for int64 elements (a multi-vector model's VECTOR_MASK).
+std::string GatherInt64s(const std::vector<Chunk>& chunks, std::vector<int64_t>* out);
 
 }  // namespace embedding_serializer

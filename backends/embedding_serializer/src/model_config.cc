@@ -19,6 +19,7 @@ enum class DimsRule {
   kAny,         // [-1]
   kAnyOrFixed,  // [-1] or one positive size
   kOne,         // [1]
+  kAnyAny,      // [-1, -1]
 };
 
 struct TensorRule {
@@ -125,6 +126,8 @@ bool DimsFollow(const Json& dims, DimsRule rule) {
       return dim && (*dim == -1 || *dim > 0);
     case DimsRule::kOne:
       return dim == 1;
+    case DimsRule::kAnyAny:
+      return dims.size() == 2 && AsInt64(dims.front()) == -1 && AsInt64(dims.back()) == -1;
   }
   return false;
 }
@@ -137,6 +140,8 @@ const char* ExpectedDims(DimsRule rule) {
       return "[-1] or one fixed size such as [384]";
     case DimsRule::kOne:
       return "[1]";
+    case DimsRule::kAnyAny:
+      return "[-1, -1]";
   }
   return "";
 }
@@ -222,12 +227,16 @@ std::string CheckRowsParameter(const Json& config, RowKind* rows) {
     *rows = RowKind::kSparse;
     return {};
   }
+  if (value && *value == kMultiVectorRows) {
+    *rows = RowKind::kMultiVector;
+    return {};
+  }
   if (value && *value == kDenseRows) {
     return {};
   }
   return Problem(std::string("parameters '") + kRowsParameter + "' is " +
                  (value ? "'" + *value + "'" : std::string("missing its string_value")) +
-                 "; expected " + Listed({kDenseRows, kSparseRows}));
+                 "; expected " + Listed({kDenseRows, kSparseRows, kMultiVectorRows}));
 }
 
 }  // namespace
@@ -245,7 +254,8 @@ ConfigCheck CheckModelConfig(std::string_view config_json) {
     return check;
   }
 
-  // Requests arrive batched along the first dimension: [N, D], [N, 1], [N, V].
+  // Requests arrive batched along the first dimension: [N, D], [N, 1], [N, V],
+  // [N, T, D], [N, T].
   const Json* max_batch_size = Member(config, "max_batch_size");
   const std::optional<int64_t> batch = max_batch_size ? AsInt64(*max_batch_size) : std::nullopt;
   if (!batch || *batch < 1) {
@@ -265,6 +275,16 @@ ConfigCheck CheckModelConfig(std::string_view config_json) {
     if (check.error.empty()) {
       check.error =
           CheckSection(config, "output", {{kSparseBytesOutput, {"TYPE_UINT8"}, DimsRule::kAny}});
+    }
+    return check;
+  }
+  if (check.config.rows == RowKind::kMultiVector) {
+    check.error = CheckSection(config, "input",
+                               {{kTokenVectorsInput, {"TYPE_FP32"}, DimsRule::kAnyAny},
+                                {kVectorMaskInput, {"TYPE_INT64"}, DimsRule::kAny}});
+    if (check.error.empty()) {
+      check.error = CheckSection(config, "output",
+                                 {{kMultiVectorBytesOutput, {"TYPE_UINT8"}, DimsRule::kAny}});
     }
     return check;
   }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "multivector_request_encoding.h"
 #include "request_inputs.h"
 #include "request_options.h"
 #include "response_output.h"
@@ -70,8 +71,15 @@ ErrorPtr EncodeDenseRequest(const ModelConfig& config, TRITONBACKEND_Request* re
 
 ErrorPtr EncodeRequest(const ModelConfig& config, TRITONBACKEND_Request* request,
                        TRITONBACKEND_Response* response, uint64_t* rows) {
-  return config.rows == RowKind::kSparse ? EncodeSparseRequest(request, response, rows)
-                                         : EncodeDenseRequest(config, request, response, rows);
+  switch (config.rows) {
+    case RowKind::kSparse:
+      return EncodeSparseRequest(request, response, rows);
+    case RowKind::kMultiVector:
+      return EncodeMultiVectorRequest(request, response, rows);
+    case RowKind::kDense:
+      break;
+  }
+  return EncodeDenseRequest(config, request, response, rows);
 }
 
 }  // namespace embedding_serializer

@@ -17,29 +17,35 @@ const char* ConfigTypeName(ElementType type) {
   return type == ElementType::kFloat16 ? "TYPE_FP16" : "TYPE_FP32";
 }
 
-}  // namespace
+// An input's shape and its bytes in host memory, as one or more chunks.
+struct HostInput {
+  std::vector<int64_t> shape;
+  std::vector<Chunk> chunks;
+  // Host copies of GPU-resident buffers; each chunk above points into one,
+  // and moving a vector keeps its bytes where they are.
+  std::vector<std::vector<uint8_t>> host_copies;
+};
 
-ErrorPtr ReadFloatInput(TRITONBACKEND_Request* request, const char* name,
-                        ElementType declared, FloatTensor* tensor) {
+// Reads input `name`, which must have `datatype` (`type_name` in the model
+// configuration's words), with its buffers copied to host memory if needed.
+ErrorPtr ReadHostInput(TRITONBACKEND_Request* request, const char* name,
+                       TRITONSERVER_DataType datatype, const char* type_name,
+                       HostInput* host_input) {
   TRITONBACKEND_Input* input = nullptr;
   SERIALIZER_RETURN_IF_ERROR(TRITONBACKEND_RequestInput(request, name, &input));
-  TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+  TRITONSERVER_DataType actual = TRITONSERVER_TYPE_INVALID;
   const int64_t* shape = nullptr;
   uint32_t dims_count = 0;
   uint32_t buffer_count = 0;
   SERIALIZER_RETURN_IF_ERROR(TRITONBACKEND_InputProperties(
-      input, nullptr, &datatype, &shape, &dims_count, nullptr, &buffer_count));
+      input, nullptr, &actual, &shape, &dims_count, nullptr, &buffer_count));
   // Triton holds requests to the configuration; this guards the reading below.
-  if (datatype != TritonType(declared)) {
+  if (actual != datatype) {
     return MakeError(TRITONSERVER_ERROR_INVALID_ARG,
-                     std::string("input '") + name + "' must be " +
-                         ConfigTypeName(declared) + ", as the model configuration declares");
+                     std::string("input '") + name + "' must be " + type_name +
+                         ", as the model configuration declares");
   }
 
-  std::vector<Chunk> chunks;
-  // Host copies of GPU-resident buffers; each chunk below points into one,
-  // and moving a vector keeps its bytes where they are.
-  std::vector<std::vector<uint8_t>> host_copies;
   for (uint32_t index = 0; index < buffer_count; ++index) {
     const void* buffer = nullptr;
     uint64_t size = 0;
@@ -57,19 +63,43 @@ ErrorPtr ReadFloatInput(TRITONBACKEND_Request* request, const char* name,
                                              : TRITONSERVER_ERROR_UNSUPPORTED,
                          std::string("input '") + name + "': " + copy_error);
       }
-      host_copies.push_back(std::move(host));
-      buffer = host_copies.back().data();
+      host_input->host_copies.push_back(std::move(host));
+      buffer = host_input->host_copies.back().data();
     }
-    chunks.push_back(Chunk{buffer, static_cast<size_t>(size)});
+    host_input->chunks.push_back(Chunk{buffer, static_cast<size_t>(size)});
   }
-
-  tensor->shape.assign(shape, shape + dims_count);
-  const std::string gather_error = GatherFloats(chunks, declared, &tensor->values);
-  if (!gather_error.empty()) {
-    return MakeError(TRITONSERVER_ERROR_INVALID_ARG,
-                     std::string("input '") + name + "': " + gather_error);
-  }
+  host_input->shape.assign(shape, shape + dims_count);
   return nullptr;
+}
+
+ErrorPtr GatherError(const char* name, const std::string& gather_error) {
+  return MakeError(TRITONSERVER_ERROR_INVALID_ARG,
+                   std::string("input '") + name + "': " + gather_error);
+}
+
+}  // namespace
+
+ErrorPtr ReadFloatInput(TRITONBACKEND_Request* request, const char* name,
+                        ElementType declared, FloatTensor* tensor) {
+  HostInput input;
+  if (ErrorPtr error =
+          ReadHostInput(request, name, TritonType(declared), ConfigTypeName(declared), &input)) {
+    return error;
+  }
+  tensor->shape = std::move(input.shape);
+  const std::string gather_error = GatherFloats(input.chunks, declared, &tensor->values);
+  return gather_error.empty() ? nullptr : GatherError(name, gather_error);
+}
+
+ErrorPtr ReadInt64Input(TRITONBACKEND_Request* request, const char* name, Int64Tensor* tensor) {
+  HostInput input;
+  if (ErrorPtr error =
+          ReadHostInput(request, name, TRITONSERVER_TYPE_INT64, "TYPE_INT64", &input)) {
+    return error;
+  }
+  tensor->shape = std::move(input.shape);
+  const std::string gather_error = GatherInt64s(input.chunks, &tensor->values);
+  return gather_error.empty() ? nullptr : GatherError(name, gather_error);
 }
 
 ErrorPtr ReadParameters(TRITONBACKEND_Request* request,

@@ -19,22 +19,35 @@ std::string FormatNames(bool bit_packed_only, std::string_view last) {
 
 }  // namespace
 
+bool ParseDtype(const Parameter& parameter, Format* format, std::string* error) {
+  const auto* name = TypedParameter<std::string_view>(parameter, "a string", error);
+  if (name == nullptr) {
+    return false;
+  }
+  const std::optional<Format> parsed = ParseFormat(*name);
+  if (!parsed) {
+    *error = InvalidParameter(parameter.key, "unknown dtype '" + std::string(*name) +
+                                                 "' (expected " + FormatNames(false, "or") + ")");
+    return false;
+  }
+  *format = *parsed;
+  return true;
+}
+
+std::string NotWholeBytes(std::string_view key, size_t dims) {
+  return InvalidParameter(key, FormatNames(true, "and") +
+                                   " pack 8 dimensions per byte, so the dimensions must be a "
+                                   "multiple of 8, got " +
+                                   std::to_string(dims));
+}
+
 ParsedOptions ParseOptions(const std::vector<Parameter>& parameters) {
   ParsedOptions parsed;
   for (const Parameter& parameter : parameters) {
     if (parameter.key == "dtype") {
-      const auto* name = TypedParameter<std::string_view>(parameter, "a string", &parsed.error);
-      if (name == nullptr) {
+      if (!ParseDtype(parameter, &parsed.options.format, &parsed.error)) {
         return parsed;
       }
-      const std::optional<Format> format = ParseFormat(*name);
-      if (!format) {
-        parsed.error =
-            InvalidParameter(parameter.key, "unknown dtype '" + std::string(*name) +
-                                                "' (expected " + FormatNames(false, "or") + ")");
-        return parsed;
-      }
-      parsed.options.format = *format;
     } else if (parameter.key == "dimensions") {
       const auto* dims = TypedParameter<int64_t>(parameter, "an integer", &parsed.error);
       if (dims == nullptr) {
@@ -62,10 +75,7 @@ std::string ValidateOptions(const RequestOptions& options, size_t model_dims) {
   }
   const size_t kept = OutputDims(options, model_dims);
   if (IsBitPacked(options.format) && kept % 8 != 0) {
-    return InvalidParameter("dimensions", FormatNames(true, "and") +
-                                              " pack 8 dimensions per byte, so the dimensions "
-                                              "must be a multiple of 8, got " +
-                                              std::to_string(kept));
+    return NotWholeBytes("dimensions", kept);
   }
   return {};
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "request_parameter.h"
@@ -28,6 +29,15 @@ struct ParsedOptions {
 // Reads `dtype`, `dimensions` and `normalize`; other keys are left to other
 // pipeline stages, which see the same parameters in an ensemble.
 ParsedOptions ParseOptions(const std::vector<Parameter>& parameters);
+
+// Reads a `dtype` parameter as one of kFormats; on failure returns false and
+// sets `error` as ParsedOptions::error has it. Multi-vector rows take the
+// dense dtypes, with the same messages.
+bool ParseDtype(const Parameter& parameter, Format* format, std::string* error);
+
+// The refusal, under parameter `key`, of a bit-packed format for rows of
+// `dims` values, which are not whole bytes unless dims % 8 == 0.
+std::string NotWholeBytes(std::string_view key, size_t dims);
 
 // Checks options against the model's embedding width; returns an error
 // message as ParsedOptions::error has it, or an empty string.

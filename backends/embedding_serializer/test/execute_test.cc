@@ -13,6 +13,7 @@ namespace {
 
 using fake_triton::MakeActivationsRequest;
 using fake_triton::MakeFp16Request;
+using fake_triton::MakeMultiVectorRequest;
 using fake_triton::MakeRequest;
 using Events = std::vector<std::string>;
 
@@ -25,6 +26,12 @@ constexpr const char* kSparseConfig = R"({"max_batch_size": 8,
   "parameters": {"rows": {"string_value": "sparse"}},
   "input": [{"name": "ACTIVATIONS", "data_type": "TYPE_FP32", "dims": [-1]}],
   "output": [{"name": "SPARSE_BYTES", "data_type": "TYPE_UINT8", "dims": [-1]}]})";
+
+constexpr const char* kMultiVectorConfig = R"({"max_batch_size": 8,
+  "parameters": {"rows": {"string_value": "multivector"}},
+  "input": [{"name": "TOKEN_VECTORS", "data_type": "TYPE_FP32", "dims": [-1, -1]},
+            {"name": "VECTOR_MASK", "data_type": "TYPE_INT64", "dims": [-1]}],
+  "output": [{"name": "MULTIVECTOR_BYTES", "data_type": "TYPE_UINT8", "dims": [-1]}]})";
 
 std::string Fp16Config() {
   std::string config = kConfig;
@@ -202,6 +209,86 @@ TEST_F(Backend, RefusesActivationsNotShapedAsRows) {
   requests[0].inputs[0].shape = {2};
   EXPECT_EQ(Message(Execute(requests)), "");
   EXPECT_EQ(world_->sent[0].error, "input 'ACTIVATIONS' must have shape [N, V]");
+}
+
+TEST_F(Backend, WritesMultiVectorRowsPerRequestAndFailsOnlyTheBadRequests) {
+  Load(kMultiVectorConfig);
+  const std::vector<float> signs = {1, -1, 1, -1, 1, -1, 1, -1, -1, -1, -1, -1, -1, -1, -1, 1};
+  std::vector<TRITONBACKEND_Request> requests = {
+      // Two texts of three positions of two dims: two vectors, then one.
+      MakeMultiVectorRequest(0, {1.0f, 0.5f, -1.0f, 0.25f, 9.0f, 9.0f,  //
+                                 0.5f, 0.5f, 7.0f, 7.0f, 7.0f, 7.0f},
+                             {1, 1, 0, 1, 0, 0}, 3, 2),
+      // Its own T and D: two positions of eight dims, as ubinary.
+      MakeMultiVectorRequest(1, signs, {1, 1}, 2, 8),
+      // Two dims do not pack into whole bytes.
+      MakeMultiVectorRequest(2, {1.0f, 0.5f}, {1}, 1, 2),
+      MakeMultiVectorRequest(3, {1.0f, 0.5f}, {1}, 1, 2),
+      // Another stage's parameters pass.
+      MakeMultiVectorRequest(4, {1.0f, -0.5f}, {1}, 1, 2)};
+  requests[1].string_parameters = {{"dtype", "ubinary"}};
+  requests[2].string_parameters = {{"dtype", "binary"}};
+  requests[3].int_parameters = {{"dimensions", 1}};
+  requests[4].string_parameters = {{"dtype", "float16"}, {"prompt_name", "query"}};
+  requests[4].int_parameters = {{"pool_factor", 2}};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->events,
+            (Events{"new 0", "new 1", "new 2", "new 3", "new 4", "send 0", "send 1", "send 2",
+                    "send 3", "send 4", "stats 0 success", "release 0", "stats 1 success",
+                    "release 1", "stats 2 failure", "release 2", "stats 3 failure", "release 3",
+                    "stats 4 success", "release 4", "batch 4"}));
+  ASSERT_EQ(world_->sent.size(), 5u);
+  EXPECT_EQ(world_->sent[0].error, "");
+  EXPECT_EQ(world_->sent[0].output.shape, (std::vector<int64_t>{2, 20}));
+  EXPECT_EQ(world_->sent[0].output.bytes,
+            (std::vector<uint8_t>{
+                2, 0, 0, 0, 0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0x3F,  // 1.0, 0.5
+                0x00, 0x00, 0x80, 0xBF, 0x00, 0x00, 0x80, 0x3E,              // -1.0, 0.25
+                1, 0, 0, 0, 0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x00, 0x3F,  // 0.5, 0.5
+                0, 0, 0, 0, 0, 0, 0, 0}));                                   // padding
+  EXPECT_EQ(world_->sent[1].error, "");
+  EXPECT_EQ(world_->sent[1].output.shape, (std::vector<int64_t>{1, 6}));
+  EXPECT_EQ(world_->sent[1].output.bytes, (std::vector<uint8_t>{2, 0, 0, 0, 0xAA, 0x01}));
+  EXPECT_EQ(world_->sent[2].error,
+            "invalid_parameter 'dtype': binary and ubinary pack 8 dimensions per byte, so the "
+            "dimensions must be a multiple of 8, got 2");
+  EXPECT_EQ(world_->sent[3].error,
+            "invalid_parameter 'dimensions': multi-vector rows take dtype only");
+  EXPECT_EQ(world_->sent[4].error, "");
+  EXPECT_EQ(world_->sent[4].output.bytes,
+            (std::vector<uint8_t>{1, 0, 0, 0, 0x00, 0x3C, 0x00, 0xB8}));  // half 1.0, -0.5
+}
+
+TEST_F(Backend, WritesOnlyCountsForTextsWithoutPositions) {
+  Load(kMultiVectorConfig);
+  std::vector<TRITONBACKEND_Request> requests = {MakeMultiVectorRequest(0, {}, {}, 1, 4)};
+  requests[0].inputs[0].shape = {2, 0, 4};
+  requests[0].inputs[1].shape = {2, 0};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  EXPECT_EQ(world_->sent[0].error, "");
+  EXPECT_EQ(world_->sent[0].output.shape, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(world_->sent[0].output.bytes, (std::vector<uint8_t>(8, 0)));
+}
+
+TEST_F(Backend, RefusesMultiVectorInputsThatDisagree) {
+  Load(kMultiVectorConfig);
+  std::vector<TRITONBACKEND_Request> requests;
+  for (int id = 0; id < 4; ++id) {
+    requests.push_back(MakeMultiVectorRequest(id, {1.0f, 0.5f, 0.0f, 0.0f}, {1, 0}, 2, 2));
+  }
+  requests[0].inputs[0].shape = {4};
+  requests[1].inputs[1].shape = {1, 1};
+  requests[2].inputs[1].datatype = TRITONSERVER_TYPE_FP32;
+  requests[3].inputs[0].shape = {1, 2, 4};
+  EXPECT_EQ(Message(Execute(requests)), "");
+  ASSERT_EQ(world_->sent.size(), 4u);
+  EXPECT_EQ(world_->sent[0].error, "input 'TOKEN_VECTORS' must have shape [N, T, D]");
+  EXPECT_EQ(world_->sent[1].error,
+            "input 'VECTOR_MASK' must have shape [N, T], the first two of 'TOKEN_VECTORS' "
+            "[N, T, D]");
+  EXPECT_EQ(world_->sent[2].error,
+            "input 'VECTOR_MASK' must be TYPE_INT64, as the model configuration declares");
+  EXPECT_EQ(world_->sent[3].error, "input 'TOKEN_VECTORS' disagrees with its shape");
 }
 
 }  // namespace

@@ -9,7 +9,10 @@ fake_triton::World* current = nullptr;
 template <typename T>
 std::vector<uint8_t> Bytes(const std::vector<T>& values) {
   std::vector<uint8_t> bytes(values.size() * sizeof(T));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
+  // memcpy from an empty vector's data() (maybe null) is undefined.
+  if (!bytes.empty()) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  }
   return bytes;
 }
 
@@ -59,6 +62,17 @@ TRITONBACKEND_Request MakeActivationsRequest(int id, const std::vector<float>& a
   const int64_t rows = static_cast<int64_t>(activations.size()) / vocab_size;
   return {id,
           {{"ACTIVATIONS", TRITONSERVER_TYPE_FP32, {rows, vocab_size}, Bytes(activations)}},
+          {},
+          {}};
+}
+
+TRITONBACKEND_Request MakeMultiVectorRequest(int id, const std::vector<float>& vectors,
+                                             const std::vector<int64_t>& mask,
+                                             int64_t positions, int64_t dims) {
+  const int64_t rows = static_cast<int64_t>(mask.size()) / positions;
+  return {id,
+          {{"TOKEN_VECTORS", TRITONSERVER_TYPE_FP32, {rows, positions, dims}, Bytes(vectors)},
+           {"VECTOR_MASK", TRITONSERVER_TYPE_INT64, {rows, positions}, Bytes(mask)}},
           {},
           {}};
 }

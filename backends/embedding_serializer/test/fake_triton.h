@@ -83,5 +83,10 @@ TRITONBACKEND_Request MakeFp16Request(int id, const std::vector<uint16_t>& embed
 // A request with ACTIVATIONS [rows, vocab_size] (FP32), for sparse rows.
 TRITONBACKEND_Request MakeActivationsRequest(int id, const std::vector<float>& activations,
                                              int64_t vocab_size);
+// A request with TOKEN_VECTORS [rows, positions, dims] (FP32) and VECTOR_MASK
+// [rows, positions] (INT64), for multi-vector rows; rows = mask.size() / positions.
+TRITONBACKEND_Request MakeMultiVectorRequest(int id, const std::vector<float>& vectors,
+                                             const std::vector<int64_t>& mask,
+                                             int64_t positions, int64_t dims);
 
 }  // namespace fake_triton

@@ -56,5 +56,24 @@ TEST(GatherFloats, RejectsAPartialElement) {
             std::string::npos);
 }
 
+TEST(GatherInt64s, JoinsBuffersSplitAnywhereInsideAnElement) {
+  const std::vector<int64_t> values = {1, 0, -5, int64_t{1} << 40};
+  std::vector<uint8_t> bytes(values.size() * sizeof(int64_t));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  // An element over three chunks (bytes 5..12 over 5, 1 and 6 bytes).
+  const std::vector<Chunk> chunks = {
+      {bytes.data(), 5}, {bytes.data() + 5, 1}, {bytes.data() + 6, bytes.size() - 6}};
+  std::vector<int64_t> out;
+  EXPECT_EQ(GatherInt64s(chunks, &out), "");
+  EXPECT_EQ(out, values);
+}
+
+TEST(GatherInt64s, RejectsAPartialElement) {
+  const std::vector<uint8_t> bytes(12);
+  std::vector<int64_t> out;
+  EXPECT_EQ(GatherInt64s({{bytes.data(), bytes.size()}}, &out),
+            "input holds 12 bytes, not a whole number of 8-byte elements");
+}
+
 }  // namespace
 }  // namespace embedding_serializer

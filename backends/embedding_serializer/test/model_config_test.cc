@@ -54,6 +54,30 @@ std::string Sparse(const std::string& from, const std::string& to) {
   return at == std::string::npos ? config : config.replace(at, from.size(), to);
 }
 
+// As Triton serializes model_repository/multivector/serializer/config.pbtxt,
+// trimmed.
+constexpr const char* kMultiVectorShipped = R"({
+  "name": "serializer", "backend": "embedding_serializer", "max_batch_size": 64,
+  "input": [
+    {"name": "TOKEN_VECTORS", "data_type": "TYPE_FP32", "format": "FORMAT_NONE",
+     "dims": ["-1", "-1"], "is_shape_tensor": false, "optional": false},
+    {"name": "VECTOR_MASK", "data_type": "TYPE_INT64", "format": "FORMAT_NONE",
+     "dims": ["-1"], "is_shape_tensor": false, "optional": false}
+  ],
+  "output": [
+    {"name": "MULTIVECTOR_BYTES", "data_type": "TYPE_UINT8", "dims": ["-1"],
+     "label_filename": "", "is_shape_tensor": false}
+  ],
+  "batch_input": [], "parameters": {"rows": {"string_value": "multivector"}}
+})";
+
+std::string MultiVector(const std::string& from, const std::string& to) {
+  std::string config = kMultiVectorShipped;
+  const size_t at = config.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? config : config.replace(at, from.size(), to);
+}
+
 TEST(CheckModelConfig, AcceptsTheShippedConfigurationAsFloat32) {
   const ConfigCheck check = CheckModelConfig(kShipped);
   EXPECT_EQ(check.error, "");
@@ -177,10 +201,11 @@ TEST(CheckModelConfig, AcceptsTheShippedSparseConfigurationAsSparseRows) {
 
 TEST(CheckModelConfig, NamesABadRowsParameter) {
   EXPECT_EQ(ErrorOf(Sparse(R"("string_value": "sparse")", R"("string_value": "ragged")")),
-            "model configuration: parameters 'rows' is 'ragged'; expected dense or sparse");
+            "model configuration: parameters 'rows' is 'ragged'; expected dense, sparse or "
+            "multivector");
   EXPECT_EQ(ErrorOf(Sparse(R"({"string_value": "sparse"})", "{}")),
             "model configuration: parameters 'rows' is missing its string_value; expected "
-            "dense or sparse");
+            "dense, sparse or multivector");
   EXPECT_EQ(ErrorOf(Sparse(R"({"rows")", R"({"row")")),
             "model configuration: parameters 'row' is not one the serializer knows (expected "
             "rows)");
@@ -207,6 +232,46 @@ TEST(CheckModelConfig, HoldsSparseRowsToActivationsAndSparseBytes) {
   EXPECT_EQ(ErrorOf(Sparse(R"("max_batch_size": 64)", R"("max_batch_size": 0)")),
             "model configuration: max_batch_size is 0; expected at least 1, as the "
             "serializer reads batched rows");
+}
+
+TEST(CheckModelConfig, AcceptsTheShippedMultiVectorConfigurationAsMultiVectorRows) {
+  const ConfigCheck check = CheckModelConfig(kMultiVectorShipped);
+  EXPECT_EQ(check.error, "");
+  EXPECT_EQ(check.config.rows, RowKind::kMultiVector);
+  EXPECT_EQ(ErrorOf(MultiVector(R"(["-1", "-1"])", "[-1, -1]")), "");
+}
+
+TEST(CheckModelConfig, HoldsMultiVectorRowsToTokenVectorsMaskAndBytes) {
+  EXPECT_EQ(ErrorOf(MultiVector(R"("name": "VECTOR_MASK")", R"("name": "MASK")")),
+            "model configuration: input 'MASK' is not one the serializer knows (expected "
+            "TOKEN_VECTORS or VECTOR_MASK)");
+  EXPECT_EQ(ErrorOf(MultiVector(R"("name": "TOKEN_VECTORS")", R"("name": "ACTIVATIONS")")),
+            "model configuration: input 'ACTIVATIONS' is not one the serializer knows "
+            "(expected TOKEN_VECTORS or VECTOR_MASK)");
+  EXPECT_EQ(ErrorOf(MultiVector(R"("TYPE_FP32")", R"("TYPE_FP16")")),
+            "model configuration: input 'TOKEN_VECTORS' data_type is TYPE_FP16; expected "
+            "TYPE_FP32");
+  EXPECT_EQ(ErrorOf(MultiVector(R"("TYPE_INT64")", R"("TYPE_INT32")")),
+            "model configuration: input 'VECTOR_MASK' data_type is TYPE_INT32; expected "
+            "TYPE_INT64");
+  EXPECT_EQ(ErrorOf(MultiVector(R"("MULTIVECTOR_BYTES", "data_type": "TYPE_UINT8")",
+                                R"("MULTIVECTOR_BYTES", "data_type": "TYPE_INT8")")),
+            "model configuration: output 'MULTIVECTOR_BYTES' data_type is TYPE_INT8; expected "
+            "TYPE_UINT8");
+  EXPECT_EQ(ErrorOf(MultiVector(R"("name": "MULTIVECTOR_BYTES")", R"("name": "SPARSE_BYTES")")),
+            "model configuration: output 'SPARSE_BYTES' is not one the serializer knows "
+            "(expected MULTIVECTOR_BYTES)");
+}
+
+TEST(CheckModelConfig, NamesWrongMultiVectorDims) {
+  for (const char* dims : {"[-1]", "[-1, 128]", "[-1, -1, -1]"}) {
+    EXPECT_EQ(ErrorOf(MultiVector(R"(["-1", "-1"])", dims)),
+              std::string("model configuration: input 'TOKEN_VECTORS' dims are ") + dims +
+                  "; expected [-1, -1]");
+  }
+  EXPECT_EQ(ErrorOf(MultiVector(R"("dims": ["-1"], "is_shape_tensor": false, "optional")",
+                                R"("dims": ["-1", "-1"], "is_shape_tensor": false, "optional")")),
+            "model configuration: input 'VECTOR_MASK' dims are [-1, -1]; expected [-1]");
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "multivector_encoding.h"
+#include "multivector_options.h"
 #include "request_options.h"
 #include "row_encoding.h"
 #include "sparse_encoding.h"
@@ -267,6 +269,96 @@ TEST_F(SparseRows, RefusesEveryDenseOptionThatIsNotASparseOne) {
   for (const std::string& name : dense_only) {
     EXPECT_EQ(ParseSparseOptions({{name, int64_t{1}}}).error,
               SparseMessage(name, "dense_option", {{"options", Listed(options_, "and")}}));
+  }
+}
+
+// The "multivector" section: the layout of a multi-vector row, its options
+// and messages; its dtypes are the dense ones, with the dense messages.
+class MultiVectorRows : public RowFormats {
+ protected:
+  void SetUp() override {
+    RowFormats::SetUp();
+    multivector_ = declaration_.at("multivector");
+    for (const Json& option : multivector_.at("options")) {
+      options_.push_back(option.at("name").get<std::string>());
+    }
+  }
+
+  std::string MultiVectorMessage(const std::string& parameter, const std::string& name,
+                                 const std::map<std::string, std::string>& values) const {
+    return "invalid_parameter '" + parameter +
+           "': " + Render(multivector_.at("messages").at(name).get<std::string>(), values);
+  }
+
+  Json multivector_;
+  std::vector<std::string> options_;
+};
+
+TEST_F(MultiVectorRows, RowsAreTheCountThenEachVectorAsADenseRow) {
+  const size_t count_bytes = multivector_.at("count").at("bytes").get<size_t>();
+  EXPECT_EQ(count_bytes, kMultiVectorCountBytes);
+  EXPECT_EQ(multivector_.at("count").at("numpy").get<std::string>(), "<u4");
+  for (const std::string& name : names_) {
+    SCOPED_TRACE(name);
+    const Format format = *ParseFormat(name);
+    EXPECT_EQ(MultiVectorRowBytes(format, kDims, 3),
+              count_bytes + 3 * EncodedRowBytes(format, kDims));
+  }
+}
+
+TEST_F(MultiVectorRows, OptionsReadTheDeclaredNamesWithTheDeclaredDefaults) {
+  EXPECT_EQ(options_, std::vector<std::string>(std::begin(kMultiVectorOptionNames),
+                                               std::end(kMultiVectorOptionNames)));
+  const MultiVectorOptions defaults = ParseMultiVectorOptions({}).options;
+  for (const Json& option : multivector_.at("options")) {
+    const std::string name = option.at("name").get<std::string>();
+    SCOPED_TRACE(name);
+    ASSERT_EQ(name, "dtype");
+    EXPECT_EQ(FormatName(defaults.format), option.at("default").get<std::string>());
+    EXPECT_EQ(ParseMultiVectorOptions({{name, 0.5}}).error,
+              Message(name, "wrong_type", {{"type", option.at("type").get<std::string>()}}));
+  }
+}
+
+TEST_F(MultiVectorRows, DtypesAreTheDenseOnesWithTheDenseMessages) {
+  for (const std::string& name : names_) {
+    const ParsedMultiVectorOptions parsed =
+        ParseMultiVectorOptions({{"dtype", std::string_view(name)}});
+    EXPECT_EQ(parsed.error, "") << name;
+    EXPECT_EQ(FormatName(parsed.options.format), name);
+  }
+  EXPECT_EQ(ParseMultiVectorOptions({{"dtype", std::string_view("float64")}}).error,
+            Message("dtype", "unknown_dtype",
+                    {{"dtype", "float64"}, {"dtypes", Listed(names_, "or")}}));
+  ASSERT_FALSE(bit_packed_.empty());
+  for (const std::string& name : bit_packed_) {
+    MultiVectorOptions options;
+    options.format = *ParseFormat(name);
+    EXPECT_EQ(ValidateMultiVectorOptions(options, kDims), "") << name;
+    // Named after dtype, the option at fault, with the vectors' width.
+    EXPECT_EQ(ValidateMultiVectorOptions(options, 100),
+              Message("dtype", "not_whole_bytes",
+                      {{"bit_packed", Listed(bit_packed_, "and")}, {"dimensions", "100"}}));
+  }
+}
+
+TEST_F(MultiVectorRows, RefusesEveryDenseAndSparseOptionThatIsNotAMultiVectorOne) {
+  std::vector<std::string> refused;
+  for (const Json* section : {&declaration_, &declaration_.at("sparse")}) {
+    for (const Json& option : section->at("options")) {
+      const std::string name = option.at("name").get<std::string>();
+      const bool known = std::find(options_.begin(), options_.end(), name) != options_.end() ||
+                         std::find(refused.begin(), refused.end(), name) != refused.end();
+      if (!known) {
+        refused.push_back(name);
+      }
+    }
+  }
+  EXPECT_EQ(refused, std::vector<std::string>(std::begin(kMultiVectorRefusedOptions),
+                                              std::end(kMultiVectorRefusedOptions)));
+  for (const std::string& name : refused) {
+    EXPECT_EQ(ParseMultiVectorOptions({{name, int64_t{1}}}).error,
+              MultiVectorMessage(name, "refused_option", {{"options", Listed(options_, "and")}}));
   }
 }
 
