@@ -390,3 +390,171 @@ def test_the_benchmark_rerankers_scores_spread_over_the_check_pairs() -> None:
     assert np.ptp(scores["random"]) < 0.5
     assert min(scores["spread"]) == pytest.approx(0.018, abs=1e-3)
     assert max(scores["spread"]) == pytest.approx(0.982, abs=1e-3)
+
+
+# perf.multivector: its arguments, its documents, its wire measures, its checks and its report,
+# from rows and numbers made here (nothing served). Imported in the tests, as perf.rerank's.
+
+
+def test_multivector_arguments_default_to_the_full_run_and_quick_to_a_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from perf.multivector import parse_args
+
+    args = parse_args(["--output", "out.md"])
+    assert (args.seconds, args.concurrency, args.requests) == (10.0, [1, 2, 4], 6)
+    quick = parse_args(["--output", "out.md", "--quick"])
+    assert (quick.seconds, quick.concurrency, quick.requests) == (3.0, [1], 2)
+    # What is given wins over --quick's.
+    assert parse_args(["--output=o", "--quick", "--seconds", "5"]).seconds == 5.0
+    with pytest.raises(SystemExit):
+        parse_args(["--output", "out.md", "--requests", "0"])
+    assert "must be positive" in capsys.readouterr().err
+
+
+def test_multivector_documents_are_fixed_distinct_and_about_290_tokens() -> None:
+    from perf.multivector_load import long_document_requests, mean_pair_tokens, mean_tokens
+
+    requests = long_document_requests(6)
+    assert requests == long_document_requests(6)
+    documents = [document for request in requests for document in request.documents]
+    assert all(len(request.documents) == 32 for request in requests)
+    assert len(set(documents)) == len(documents) == 6 * 32
+    queries = [request.query for request in requests]
+    assert len(set(queries)) == 6
+    # The benchmark models' vocabulary is the packaged MiniLM's.
+    tokens = mean_tokens(str(TOKENIZER_JSON), documents)
+    assert 280 <= tokens <= 300
+    # A pair is both texts with one [CLS] and [SEP] between and after them.
+    pairs = [pair for request in requests for pair in request.pairs]
+    assert mean_pair_tokens(str(TOKENIZER_JSON), pairs) == pytest.approx(
+        tokens + mean_tokens(str(TOKENIZER_JSON), queries) - 1
+    )
+    with pytest.raises(ValueError, match="fewer than 8 requests"):
+        long_document_requests(8)
+
+
+def _multivector_rows(documents: list[np.ndarray]) -> np.ndarray:
+    """Rows by the contract's layout (docs/contract.md, "Multi-vector rows"): a uint32 count,
+    the vectors' bytes, zeros up to the widest row."""
+    parts = [np.uint32(len(each)).tobytes() + each.tobytes() for each in documents]
+    width = max(len(part) for part in parts)
+    padded = b"".join(part.ljust(width, b"\0") for part in parts)
+    return np.frombuffer(padded, np.uint8).reshape(len(parts), width).copy()
+
+
+def test_multivector_wire_bytes_and_decode_times_of_rows_made_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import orjson
+
+    from perf import multivector_wire
+    from perf.multivector_wire import decode_times, json_body, wire_bytes
+
+    rng = np.random.default_rng(0)
+    counts = (2, 5, 4)
+    vectors = [rng.standard_normal((count, 16)).astype(np.float32) for count in counts]
+    codes = [rng.integers(-128, 128, (count, 16), dtype=np.int8) for count in counts]
+    bits = [rng.integers(-128, 128, (count, 2), dtype=np.int8) for count in counts]
+    responses = {
+        "float32": _multivector_rows(vectors),
+        "float16": _multivector_rows([each.astype(np.float16) for each in vectors]),
+        "int8": _multivector_rows(codes),
+        "binary": _multivector_rows(bits),
+    }
+    wire = wire_bytes({dtype: [rows] for dtype, rows in responses.items()})
+    assert (wire.vectors, wire.dims) == (pytest.approx(11 / 3), 16)
+    bytes_per_vector = {"float32": 64, "float16": 32, "int8": 16, "binary": 2}
+    for dtype, size in bytes_per_vector.items():
+        assert wire.own[dtype] == pytest.approx(4 + size * 11 / 3)
+        assert wire.sent[dtype] == 4 + size * 5  # the widest row's
+    body = json_body(vectors)
+    assert wire.json_float32 == pytest.approx(len(body) / 3)
+    # Shortest float32 digits read back exactly; a double's digits are longer.
+    for parsed, each in zip(orjson.loads(body), vectors, strict=True):
+        assert np.array_equal(np.asarray(parsed, np.float32), each)
+    assert wire.json_widened > wire.json_float32
+    monkeypatch.setattr(multivector_wire, "ROUND_S", 0.001)
+    times = decode_times(responses)
+    assert times.documents == 3 and list(times.rows) == list(responses)
+    assert min(times.rows.values()) > 0 and times.json_loads > 0 and times.orjson_loads > 0
+
+
+def test_multivector_checks_hold_counts_cosines_and_scores() -> None:
+    from perf.multivector_checks import check_scores, check_vectors
+
+    rng = np.random.default_rng(0)
+    reference = [rng.standard_normal((count, 8)).astype(np.float32) for count in (3, 4)]
+    halves = [each.astype(np.float16) for each in reference]
+    assert check_vectors("float16", halves, reference).ok
+    short = check_vectors("short", [reference[0][:2], reference[1]], reference)
+    assert (short.count_mismatches, short.ok) == (1, False)
+    noisy = [each + 0.1 * rng.standard_normal(each.shape).astype(np.float32) for each in reference]
+    assert not check_vectors("noisy", noisy, reference).ok
+    scores = np.array([1.0, 2.0], np.float32)
+    assert check_scores("close", [1.0, 2.0005], scores).ok
+    assert not check_scores("far", [1.0, 2.002], scores).ok
+    assert not check_scores("one missing", [1.0], scores).ok
+
+
+def test_multivector_report_states_rates_ratios_bytes_and_checks() -> None:
+    import dataclasses
+
+    from perf.multivector_checks import ScoreCheck, VectorCheck
+    from perf.multivector_report import PyLateResult, Result, failed_checks, render
+    from perf.multivector_wire import DecodeTimes, WireBytes
+    from perf.rerank_load import Point
+    from perf.rerank_report import Settings, Sweep
+
+    def point(concurrency: int, texts: int) -> Point:
+        """`texts` in 10 s, in requests of 32 taking 100, 101, ... ms."""
+        requests = texts // 32
+        return Point(concurrency, texts, requests, 10.0, tuple(range(100, 100 + requests)))
+
+    result = Result(
+        name="minilm-l6-colbert-random",
+        shape="BERT, 384 wide",
+        document_tokens=289.6,
+        query_tokens=13.0,
+        encode=(
+            Sweep("ours, float16 rows: tritonserver, gRPC", (point(1, 320), point(2, 480))),
+            Sweep("ours, float32 rows: tritonserver, gRPC", (point(1, 320), point(2, 416))),
+        ),
+        encode_document=point(1, 160),
+        threads=2,
+        pylate=PyLateResult("pylate 1.6.0", None, None, "the folder did not load: an error"),
+        cross_encoder="minilm-l6-reranker-random (BERT, 384 wide)",
+        pair_tokens=301.6,
+        maxsim=Sweep("MaxSim: tritonserver, gRPC", (point(1, 320),)),
+        cross_encoder_sweep=Sweep("cross-encoder: tritonserver, gRPC", (point(1, 256),)),
+        vector_check=VectorCheck("served float32 vectors vs encode_document", 32, 0, 0.999999),
+        score_check=ScoreCheck("served MaxSim scores vs similarity", 4e-6),
+        wire=WireBytes(
+            vectors=220.0,
+            dims=128,
+            own={"float32": 112644.0, "float16": 56324.0, "int8": 28164.0, "binary": 3524.0},
+            sent={"float32": 130000.0, "float16": 65000.0, "int8": 32500.0, "binary": 4100.0},
+            json_float32=338000.0,
+            json_widened=585000.0,
+        ),
+        decode=DecodeTimes(
+            documents=32,
+            rows={"float32": 1.5, "float16": 1.5, "int8": 1.5, "binary": 1.5},
+            json_loads=3000.0,
+            orjson_loads=2250.0,
+        ),
+    )
+    settings = Settings("python -m perf.multivector --quick", "a CPU, class avx2", 10.0, 6, 32)
+    report = render(result, settings)
+    assert "`python -m perf.multivector --quick`" in report
+    assert "a CPU, class avx2" in report and "random weights" in report
+    assert "in-process encode_document 16.0 (served float16 / it x3.00)" in report
+    assert "| ours, float16 rows: tritonserver, gRPC | c=2 | 48.0 | 15 | 107 | 114 |" in report
+    assert "| ours, float16 | 56324 | 65000 | x5.20 |" in report
+    assert "| json.loads + numpy | 3000 | x2000 |" in report
+    assert "against the cross-encoder's 25.6 on the same server and engine (x1.25)" in report
+    assert "PyLate (pylate 1.6.0) not measured: the folder did not load: an error." in report
+    assert not failed_checks(result) and "FAILED" not in report
+    failing = dataclasses.replace(result, score_check=ScoreCheck("served MaxSim", 2e-3))
+    assert len(failed_checks(failing)) == 1
+    assert "**Checks FAILED:**" in render(failing, settings)

@@ -7,7 +7,7 @@
     # hub = "intfloat/e5-small-v2"   # or a Hub model id, downloaded at start (embedding_catalog.hub)
     # revision = "main"              # with hub: a branch, tag or commit (default main)
     # trust_pickle = false           # with hub: accept .bin/.pt weights (default: safetensors only)
-    # task = "embed"                 # embed | rerank | sparse; absent: what the folder says it is
+    # task = "embed"                 # embed | rerank | sparse | multivector; absent: what the folder says it is
     engine = "auto"                  # auto | onnxruntime | openvino | tensorrt
     instances = 2                    # embedder instances; absent: its config.pbtxt's count
 
