@@ -7,7 +7,10 @@ JSON list of such requests, answered from one process) and writes, per text, its
 `[[float, ...], ...]` (float32 values, one list per vector, as many as the role's scoring mask
 keeps), each text with the role's own prompt, as encode_query and encode_document apply it.
 A request `{"model_dir": str, "query": str, "documents": [str, ...]}` gets instead the query's
-MaxSim score against each document, as MultiVectorEncoder.similarity gives it.
+MaxSim score against each document, as MultiVectorEncoder.similarity gives it. A request's
+optional "pool_factor" pools its documents as encode_document's per-call
+`token_pooling=HierarchicalTokenPooling(pool_factor=...)` does (a query's encoding ignores it,
+as the pooling's default tasks do).
 """
 
 import os
@@ -22,15 +25,20 @@ def encode(request: dict[str, Any], models: dict[str, Any]) -> list[Any]:
     os.environ["HF_HUB_OFFLINE"] = "1"
     import numpy as np
     from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.multi_vector_encoder.modules import HierarchicalTokenPooling
 
     model_dir = str(request["model_dir"])
     if model_dir not in models:
         models[model_dir] = MultiVectorEncoder(model_dir, device="cpu")
     model = models[model_dir]
+    factor = request.get("pool_factor")
+    pooling = None if factor is None else HierarchicalTokenPooling(pool_factor=float(factor))
     if "query" in request:
         queries = model.encode_query([str(request["query"])], show_progress_bar=False)
         documents = model.encode_document(
-            [str(text) for text in request["documents"]], show_progress_bar=False
+            [str(text) for text in request["documents"]],
+            show_progress_bar=False,
+            token_pooling=pooling,
         )
         return [float(score) for score in model.similarity(queries, documents)[0]]
     role = str(request["role"])
@@ -38,7 +46,10 @@ def encode(request: dict[str, Any], models: dict[str, Any]) -> list[Any]:
         raise ValueError(f"role {role!r} is neither query nor document")
     encode_role = model.encode_query if role == "query" else model.encode_document
     vectors = encode_role(
-        [str(text) for text in request["texts"]], convert_to_numpy=True, show_progress_bar=False
+        [str(text) for text in request["texts"]],
+        convert_to_numpy=True,
+        show_progress_bar=False,
+        token_pooling=pooling,
     )
     return [np.asarray(each, dtype=np.float32).tolist() for each in vectors]
 

@@ -6,7 +6,9 @@ bytes out: docs/contract.md, "Multi-vector rows") like sentence-transformers'
 MultiVectorEncoder.encode_query and encode_document on the same weights, and
 `NAME_rerank` (a query against documents, by MaxSim) like its similarity, over
 gRPC and HTTP, through the client library, the `embed-multi` command and the
-gateway's rerank routes; bad input refused alone."""
+gateway's rerank routes; a document request's pool_factor pooling its vectors
+as encode_document's token_pooling=HierarchicalTokenPooling(pool_factor) does;
+bad input refused alone."""
 
 from __future__ import annotations
 
@@ -53,6 +55,8 @@ DOCUMENTS = [
     LONG_TEXT,
 ]
 KINDS = ("query", "document")
+# A document request's token pooling: a whole factor and a fractional one (keeps two thirds).
+POOL_FACTORS = (2, 1.5)
 # Reference vectors per (model, kind); the reference MaxSim scores of QUERY per model.
 Vectors = list[np.ndarray]
 
@@ -82,7 +86,10 @@ def server(served_dir: Path, catalog: Catalog) -> Iterator[RunningServer]:
 @pytest.fixture(scope="module")
 def expected(encoders: dict[str, Path]) -> dict[tuple[str, str], Vectors]:
     """MultiVectorEncoder.encode_query and encode_document on the original weights, per
-    (model, kind), and its MaxSim scores of QUERY against DOCUMENTS per (model, "scores")."""
+    (model, kind), and its MaxSim scores of QUERY against DOCUMENTS per (model, "scores");
+    the first model's documents pooled per POOL_FACTORS as (model, "document pooled F"), and
+    its scores against documents pooled by 2 as (model, "scores pooled 2")."""
+    pooled = str(encoders[sorted(encoders)[0]])
     jobs: list[dict[str, Any]] = [
         {"model_dir": str(folder), "texts": TEXTS, "role": kind}
         for folder in encoders.values()
@@ -91,6 +98,10 @@ def expected(encoders: dict[str, Path]) -> dict[tuple[str, str], Vectors]:
         {"model_dir": str(folder), "query": QUERY, "documents": DOCUMENTS}
         for folder in encoders.values()
     ]
+    jobs += [
+        {"model_dir": pooled, "texts": TEXTS, "role": "document", "pool_factor": factor}
+        for factor in POOL_FACTORS
+    ] + [{"model_dir": pooled, "query": QUERY, "documents": DOCUMENTS, "pool_factor": 2}]
     done = run_in_export_environment(
         [str(REPO_ROOT / "tests" / "mv_reference.py")], json.dumps(jobs)
     )
@@ -101,6 +112,12 @@ def expected(encoders: dict[str, Path]) -> dict[tuple[str, str], Vectors]:
             found[name, kind] = [np.asarray(each, np.float32) for each in next(answers)]
     for name in encoders:
         found[name, "scores"] = [np.asarray(next(answers), np.float32)]
+    first = sorted(encoders)[0]
+    for factor in POOL_FACTORS:
+        found[first, f"document pooled {factor}"] = [
+            np.asarray(each, np.float32) for each in next(answers)
+        ]
+    found[first, "scores pooled 2"] = [np.asarray(next(answers), np.float32)]
     return found
 
 
@@ -238,6 +255,45 @@ def test_rerank_scores_are_maxsim(
         np.testing.assert_allclose(served, scores, atol=MAX_SCORE_DIFFERENCE)
 
 
+@pytest.mark.parametrize("factor", POOL_FACTORS)
+def test_a_document_requests_pool_factor_pools_as_token_pooling_does(
+    server: RunningServer,
+    served_dir: Path,
+    encoders: dict[str, Path],
+    expected: dict[tuple[str, str], Vectors],
+    factor: float,
+) -> None:
+    name = sorted(encoders)[0]
+    reference = expected[name, f"document pooled {factor}"]
+    unpooled = expected[name, "document"]
+    assert sum(map(len, reference)) < sum(map(len, unpooled)), "the reference pooled"
+    with EmbeddingClient(server.grpc_url, model=name) as client:
+        assert_vectors_match(client.embed_multi(TEXTS, pool_factor=factor), reference)
+    record = served_dir / "served" / f"{name}.encoder" / "1" / "export.json"
+    dims = int(json.loads(record.read_text())["embedding_dim"])
+    raw = _raw(_client(server, "grpc"), name, TEXTS, {"pool_factor": factor})
+    assert_vectors_match(_rows_by_hand(raw, dims), reference)
+
+
+def test_rerank_with_pool_factor_scores_the_pooled_documents(
+    server: RunningServer, encoders: dict[str, Path], expected: dict[tuple[str, str], Vectors]
+) -> None:
+    """MaxSim of the (never pooled) query against documents pooled as the request asks."""
+    name = sorted(encoders)[0]
+    (scores,) = expected[name, "scores pooled 2"]
+    assert not np.allclose(scores, expected[name, "scores"][0], atol=MAX_SCORE_DIFFERENCE)
+    pairs = [
+        grpcclient.InferInput(tensor, [len(DOCUMENTS), 1], "BYTES") for tensor in ("QUERY", "TEXT")
+    ]
+    for tensor, texts in zip(pairs, ([QUERY] * len(DOCUMENTS), DOCUMENTS), strict=True):
+        tensor.set_data_from_numpy(np.array([[text.encode()] for text in texts], np.object_))
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    result = client.infer(f"{name}_rerank", pairs, parameters={"pool_factor": 2})
+    served = result.as_numpy("SCORE")
+    assert served is not None
+    np.testing.assert_allclose(served[:, 0], scores, atol=MAX_SCORE_DIFFERENCE)
+
+
 def _index(ranked: Any) -> int:
     return int(ranked.index)
 
@@ -248,6 +304,9 @@ def _index(ranked: Any) -> int:
         (["text"], {"dimensions": 8}, "invalid_parameter 'dimensions'"),
         (["text"], {"dtype": "int4"}, "invalid_parameter 'dtype'"),
         (["text"], {"input_type": "passage-ish"}, "invalid_parameter 'input_type'"),
+        (["text"], {"input_type": "query", "pool_factor": 2}, "invalid_parameter 'pool_factor'"),
+        (["text"], {"pool_factor": 0.5}, "invalid_parameter 'pool_factor'"),
+        (["text"], {"pool_factor": "two"}, "invalid_parameter 'pool_factor'"),
         ([LONG_TEXT], {"truncate": False}, "input_too_large"),
     ],
 )
@@ -374,6 +433,8 @@ def test_vllms_pooling_route_answers_token_vectors_as_json_or_raw_bytes(
         ({"model": "<mv>", "input": "a", "task": "embed"}, "'task'"),
         ({"model": "<mv>", "input": "a", "dtype": "int4"}, "'dtype'"),
         ({"model": "<mv>", "input": "a", "input_type": "passage-ish"}, "'input_type'"),
+        ({"model": "<mv>", "input": "a", "pool_factor": 0.5}, "'pool_factor'"),
+        ({"model": "<mv>", "input": "a", "input_type": "query", "pool_factor": 2}, "'pool_factor'"),
         ({"model": "<mv>", "input": ["a"] * 2049}, "'input'"),
     ],
 )

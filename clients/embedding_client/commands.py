@@ -201,6 +201,7 @@ EMBED_MULTI_DOC = """embed-multi: texts -> their multi-vector encoder's token ve
 
     embed-multi --model my-colbert --kind query "what is late interaction?"
     embed-multi --model my-colbert --file docs.jsonl --field body --dtype float16
+    embed-multi --model my-colbert --pool-factor 2 "a document pooled to half its vectors"
 
 Texts come from the arguments, else --file, else standard input (one per
 line). Standard output gets one JSON object per text, in order: its index and
@@ -226,10 +227,21 @@ def _multi_arguments(parser: argparse.ArgumentParser) -> None:
         const=False,
         help="refuse texts longer than the role's max length instead of cutting them",
     )
+    parser.add_argument(
+        "--pool-factor",
+        type=float,
+        help="documents only: keep about 1/N of each text's vectors (token pooling; 1: all)",
+    )
 
 
 def _embed_multi(client: EmbeddingClient, texts: list[str], args: argparse.Namespace) -> None:
-    vectors = client.embed_multi(texts, kind=args.kind, dtype=args.dtype, truncate=args.truncate)
+    vectors = client.embed_multi(
+        texts,
+        kind=args.kind,
+        dtype=args.dtype,
+        truncate=args.truncate,
+        pool_factor=args.pool_factor,
+    )
     _json_lines({"index": index, "vectors": each.tolist()} for index, each in enumerate(vectors))
 
 

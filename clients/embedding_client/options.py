@@ -17,10 +17,11 @@ from embedding_client.decode import (
 )
 from embedding_client.errors import InvalidInputError
 
-Parameters = dict[str, str | int | bool]
+Parameters = dict[str, str | int | float | bool]
 # A declared type, in the words messages use, and the Python type of its values.
 INTEGER = "an integer"
-PYTHON_TYPES: dict[str, type] = {"a string": str, INTEGER: int, "a boolean": bool}
+NUMBER = "a number"
+PYTHON_TYPES: dict[str, type] = {"a string": str, INTEGER: int, "a boolean": bool, NUMBER: float}
 INTEGER_MAXIMUM: int = DECLARATION["integer_maximum"]
 
 
@@ -57,7 +58,7 @@ class Option:
         """What a value must be, as a message says it."""
         if self.choices:
             return listed([f"'{choice}'" for choice in self.choices])
-        if self.minimum == 1:
+        if self.minimum == 1 and self.type == INTEGER:
             return "a positive integer"
         if self.minimum is not None:
             return f"{self.type} of at least {self.minimum}"
@@ -68,7 +69,8 @@ class Option:
         itself leaves the option to the server)."""
         if value is None:
             return None
-        kind = PYTHON_TYPES[self.type]
+        # A number may be written as an integer.
+        kind = (int, float) if self.type == NUMBER else PYTHON_TYPES[self.type]
         # bool is an int in Python; the service's integers are not booleans.
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             return f"must be {self.type}, got {value!r}"
@@ -91,6 +93,8 @@ ROW_OPTIONS = _declared(DECLARATION["options"])
 SPARSE_ROW_OPTIONS = _declared(DECLARATION["sparse"]["options"])
 TEXT_OPTION_DECLARATIONS = _declared(DECLARATION["text_options"])
 RERANK_OPTIONS = _declared(DECLARATION["rerank_options"])
+# Applied before a multi-vector row is made: a document request's token pooling.
+POOLING_OPTIONS = _declared(DECLARATION["multivector"]["pooling_options"])
 INPUT_TYPES = TEXT_OPTION_DECLARATIONS["input_type"].choices
 TRUNCATION_DIRECTIONS = TEXT_OPTION_DECLARATIONS["truncation_direction"].choices
 # The role a multi-vector encoder's texts are encoded in where a call names none.
@@ -130,6 +134,7 @@ class MultiVectorKwargs(TypedDict, total=False):
 
     kind: str  # one of INPUT_TYPES' roles: query, or document
     dtype: str
+    pool_factor: float | None  # documents only (POOLING_OPTIONS)
     truncate: bool | None
     truncation_direction: str | None
 
@@ -235,14 +240,24 @@ class SparseOptions(TextOptions):
 @dataclass(frozen=True)
 class MultiVectorOptions(TextOptions):
     """The options of multi-vector rows, and of texts: input_type is the role the texts are
-    encoded in (a query's expansion, a document's skip-list), document by default."""
+    encoded in (a query's expansion, a document's skip-list), document by default;
+    pool_factor pools a document's vectors, as sentence-transformers'
+    HierarchicalTokenPooling(pool_factor) does (None or 1: none)."""
 
     dtype: str = OPTION_DEFAULTS["dtype"]
+    pool_factor: float | None = None
 
     def __post_init__(self) -> None:
         _check_dtype(self.dtype, ROW_DTYPES, " for multi-vector rows")
+        check(self, POOLING_OPTIONS)
+        # As the server refuses it: sentence-transformers pools documents only by default.
+        if self.pool_factor is not None and (self.input_type or MULTIVECTOR_KIND) == "query":
+            raise invalid("pool_factor", "pools documents only, and the texts are queries")
         super().__post_init__()
 
     def parameters(self) -> Parameters:
         """dtype always travels, since decoding depends on it."""
-        return {"dtype": self.dtype} | self._text_parameters()
+        parameters: Parameters = {"dtype": self.dtype}
+        if self.pool_factor is not None:
+            parameters["pool_factor"] = self.pool_factor
+        return parameters | self._text_parameters()

@@ -5,7 +5,8 @@ unchanged. The request and response bodies are declared once here, from which re
 validated, refusals worded (refusals.py) and the OpenAPI document written (openapi.py).
 
 Beyond vLLM: `input_type` is the role the inputs are encoded in (query or document, the
-default), `dtype` the vectors' format, and a request that accepts `application/octet-stream`
+default), `pool_factor` a document request's token pooling (embedding_client's
+MultiVectorOptions), `dtype` the vectors' format, and a request that accepts `application/octet-stream`
 gets the vectors as raw little-endian bytes instead of nested float lists (docs/clients.md,
 "Token vectors over HTTP"): per input, a uint32 count n, then its n vectors in the dtype, the inputs one
 after another; the headers name the dtype and the vectors' dimensions. Errors are OpenAI's.
@@ -25,11 +26,18 @@ import orjson
 from embedding_catalog.tasks import MULTIVECTOR
 from embedding_client.decode import OPTION_DEFAULTS, ROW_DTYPES
 from embedding_client.multivector_decode import BIT_PACKED
-from embedding_client.options import INPUT_TYPES, MULTIVECTOR_KIND, TextKwargs
+from embedding_client.options import INPUT_TYPES, MULTIVECTOR_KIND, POOLING_OPTIONS, TextKwargs
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from embedding_gateway.fields import NON_EMPTY_TEXT, STRICT, Phrase, choices, one_text_or_many
+from embedding_gateway.fields import (
+    NON_EMPTY_TEXT,
+    STRICT,
+    Phrase,
+    choices,
+    one_text_or_many,
+    option_type,
+)
 from embedding_gateway.openai_api import MAX_INPUTS
 from embedding_gateway.refusals import OPENAI_WORDS, parse
 from embedding_gateway.served_models import ServedModels
@@ -65,6 +73,7 @@ class PoolingRequest(BaseModel):
     encoding_format: Literal["float"] = "float"
     input_type: choices(INPUT_TYPES) | None = None  # type: ignore[valid-type]
     dtype: choices(list(ROW_DTYPES)) = OPTION_DEFAULTS["dtype"]  # type: ignore[valid-type]
+    pool_factor: option_type(POOLING_OPTIONS["pool_factor"]) = None  # type: ignore[valid-type]
     truncate: bool | None = None
 
 
@@ -88,6 +97,7 @@ class PoolingCall:
     texts: list[str]
     kind: str
     dtype: str
+    pool_factor: float | None
     text_options: TextKwargs
 
 
@@ -98,7 +108,7 @@ def parse_pooling(body: bytes, served: ServedModels) -> PoolingCall:
     if request.truncate is not None:
         options["truncate"] = request.truncate
     kind = request.input_type or MULTIVECTOR_KIND
-    return PoolingCall(model, request.input, kind, request.dtype, options)
+    return PoolingCall(model, request.input, kind, request.dtype, request.pool_factor, options)
 
 
 def render_pooling(vectors: Sequence[np.ndarray], model: str) -> bytes:

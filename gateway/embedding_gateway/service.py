@@ -179,7 +179,11 @@ class EmbeddingsService:
         caller.trace.describe(request.model, len(request.texts))
         with self._calling(request.model, caller) as client:
             vectors = await client.embed_multi(
-                request.texts, kind=request.kind, dtype=request.dtype, **request.text_options
+                request.texts,
+                kind=request.kind,
+                dtype=request.dtype,
+                pool_factor=request.pool_factor,
+                **request.text_options,
             )
         if raw:
             return render_raw(vectors, request.dtype)

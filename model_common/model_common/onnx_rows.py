@@ -75,9 +75,10 @@ def type_error(token_type_ids: np.ndarray, input_ids: np.ndarray, segments: int)
 
 
 class OnnxRows(Stage[Checked, np.ndarray]):
-    """A stage answering its one output (its `io`'s) from the graph's output
-    of that graph name, [rows, width] float32; a model sets its `io` and
-    subclasses it."""
+    """A stage answering its graph output (its `io`'s first output) from the
+    graph's output of that graph name, [rows, width] float32; a model sets
+    its `io` and subclasses it. Inputs and outputs of no graph name are the
+    model's own to read and write (a multi-vector encoder's pooling)."""
 
     admission = WorkCounter
 
@@ -95,7 +96,7 @@ class OnnxRows(Stage[Checked, np.ndarray]):
                 f"parameter 'engine' is {engine!r}; expected one of {list(_RUN_ERRORS)}"
             )
         self._run_errors = _RUN_ERRORS[engine]
-        (self._output,) = self.io.outputs
+        self._output = self.io.outputs[0]
         opened = _open_openvino if engine == "openvino" else _open_onnxruntime
         self._run_graph = opened(setup, self._output.graph_name, self._graph_check)
 
@@ -106,7 +107,7 @@ class OnnxRows(Stage[Checked, np.ndarray]):
         """The stage's input for each graph input the export record names."""
         if not isinstance(record_inputs, list):
             raise ValueError("the export record names no graph inputs; export the model again")
-        by_graph = {tensor.graph_name: tensor for tensor in self.io.inputs}
+        by_graph = {tensor.graph: tensor for tensor in self.io.inputs if tensor.graph is not None}
         names = [str(name) for name in record_inputs]
         unknown = sorted(set(names) - by_graph.keys())
         if unknown:

@@ -21,6 +21,7 @@ from importlib.resources import files
 from typing import Any
 
 from model_common.errors import ErrorKind, error_message
+from model_common.multivector import DOCUMENT
 
 
 @dataclass(frozen=True)
@@ -216,3 +217,41 @@ def multivector_option_error(parameters: Mapping[str, Any], vector_dim: int) -> 
             "dtype", "not_whole_bytes", bit_packed=_listed(BIT_PACKED, "and"), dimensions=vector_dim
         )
     return None
+
+
+# Token pooling (model_common.token_pooling): the request's pool_factor, which the tokenizer
+# stages check and pass on to the encoder; the serializer never sees it as a row option.
+_POOLING_OPTIONS: dict[str, Any] = {
+    option["name"]: option for option in _MULTIVECTOR["pooling_options"]
+}
+_POOL_FACTOR = _POOLING_OPTIONS["pool_factor"]
+
+
+def pool_factor_error(parameters: Mapping[str, Any], role: str) -> str | None:
+    """The error message for a bad pool_factor, or None where it is good or absent. Only a
+    document request pools: `role` is the one the request's texts are encoded in."""
+    factor = parameters.get("pool_factor", _POOL_FACTOR["default"])
+    if factor is None:
+        return None
+    # bool is an int in Python; a number here is an integer or a float, never a boolean.
+    if isinstance(factor, bool) or not isinstance(factor, int | float):
+        return _invalid("pool_factor", "wrong_type", type=_POOL_FACTOR["type"])
+    if not factor >= _POOL_FACTOR["minimum"]:  # a NaN fails here too
+        return error_message(
+            ErrorKind.INVALID_PARAMETER,
+            f"must be {_POOL_FACTOR['type']} of at least {_POOL_FACTOR['minimum']}, got {factor}",
+            "pool_factor",
+        )
+    if role != DOCUMENT:
+        return error_message(
+            ErrorKind.INVALID_PARAMETER,
+            _MULTIVECTOR["messages"]["query_pooled"].format(input_type=role),
+            "pool_factor",
+        )
+    return None
+
+
+def pool_factor(parameters: Mapping[str, Any]) -> float | None:
+    """The request's pool_factor (checked by pool_factor_error), or None for none."""
+    factor = parameters.get("pool_factor", _POOL_FACTOR["default"])
+    return None if factor is None else float(factor)

@@ -58,6 +58,13 @@ QUERY_INPUT_IDS = Tensor("QUERY_INPUT_IDS", "TYPE_INT64", (-1,))
 QUERY_ATTENTION_MASK = Tensor("QUERY_ATTENTION_MASK", "TYPE_INT64", (-1,))
 QUERY_VECTOR_MASK = Tensor("QUERY_VECTOR_MASK", "TYPE_INT64", (-1,))
 QUERY_VECTORS = Tensor("QUERY_VECTORS", "TYPE_FP32", (-1, -1))
+# Token pooling (model_common.token_pooling): per row the factors the encoder pools its
+# VECTOR_MASK positions' vectors by, the model's own then the request's (0: that step does not
+# apply); the encoder answers with SERVED_MASK, the positions then served (a pooled row's first
+# n), which the serializer and the MaxSim scorer read as their VECTOR_MASK.
+POOL_FACTORS = Tensor("POOL_FACTORS", "TYPE_FP32", (2,))
+QUERY_POOL_FACTORS = Tensor("QUERY_POOL_FACTORS", "TYPE_FP32", (2,))
+SERVED_MASK = Tensor("SERVED_MASK", "TYPE_INT64", (-1,))
 
 # Every embedder's, whatever runs it: token ids in, embeddings and norms out.
 EMBEDDER_IO = StageIO(inputs=(INPUT_IDS, ATTENTION_MASK), outputs=(EMBEDDING, NORM))

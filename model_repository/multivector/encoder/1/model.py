@@ -6,24 +6,64 @@ graph), running the exported ONNX graph (1/model.onnx) under ONNX Runtime
 Unlike a row-per-text stage, a row is not cut at its attention mask's end: a
 query's expansion positions are unattended but scored, so each request's
 rows run at the width its tokenizer gave them, requests of one width
-together, and answer [rows, width, dimensions]; the serializer and the MaxSim
-scorer keep the positions their VECTOR_MASK names.
+together, and answer [rows, width, dimensions]. Then each row is pooled as
+its POOL_FACTORS say (model_common.token_pooling: the model's own pooling,
+then the request's): a pooled row's vectors come first, and SERVED_MASK,
+which the serializer and the MaxSim scorer read, is 1 for as many; a row
+without pooling keeps its positions, SERVED_MASK its VECTOR_MASK.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-from model_common.onnx_rows import Feeds, OnnxRows, stack_feeds
+import triton_python_backend_utils as pb_utils
+from model_common.embedder_setup import EmbedderSetup
+from model_common.errors import ErrorKind, error_message
+from model_common.onnx_rows import Checked, Feeds, OnnxRows, stack_feeds
+from model_common.request_io import input_array, invalid, triton_tensor
 from model_common.rows import groups_by_tokens
-from model_common.tensors import ATTENTION_MASK, INPUT_IDS, TOKEN_VECTORS, StageIO
+from model_common.tensors import (
+    ATTENTION_MASK,
+    INPUT_IDS,
+    POOL_FACTORS,
+    SERVED_MASK,
+    TOKEN_VECTORS,
+    VECTOR_MASK,
+    StageIO,
+)
+from model_common.token_pooling import POOLING_STEPS, ModelPooling, pool_rows
 
 _IDS = INPUT_IDS.graph_name
 
 
 class TritonPythonModel(OnnxRows):
-    io = StageIO(inputs=(INPUT_IDS, ATTENTION_MASK), outputs=(TOKEN_VECTORS,))
+    io = StageIO(
+        inputs=(INPUT_IDS, ATTENTION_MASK, VECTOR_MASK, POOL_FACTORS),
+        outputs=(TOKEN_VECTORS, SERVED_MASK),
+    )
+
+    def _set_up(self, args: Mapping[str, str], setup: EmbedderSetup) -> None:
+        super()._set_up(args, setup)
+        self._pooling = ModelPooling.from_record(setup.record.fields)
+
+    def _decode(self, request: pb_utils.InferenceRequest) -> Checked | pb_utils.TritonError:
+        checked = super()._decode(request)
+        if isinstance(checked, pb_utils.TritonError):
+            return checked
+        rows, width = checked[1][_IDS].shape
+        # Sent by this model's own tokenizers, so a wrong shape is an ensemble's mistake.
+        for tensor, shape in ((VECTOR_MASK, (rows, width)), (POOL_FACTORS, (rows, POOLING_STEPS))):
+            got = input_array(request, tensor).shape
+            if got != shape:
+                return invalid(
+                    error_message(
+                        ErrorKind.INVALID_INPUT,
+                        f"{tensor.name} {list(got)} must be {list(shape)}, as INPUT_IDS are",
+                    )
+                )
+        return checked
 
     def _run_requests(self, batch: Sequence[Feeds]) -> list[np.ndarray]:
         widths = np.concatenate(
@@ -45,3 +85,18 @@ class TritonPythonModel(OnnxRows):
             vectors[start:end, : feeds[_IDS].shape[1]]
             for start, end, feeds in zip(starts[:-1], starts[1:], batch, strict=True)
         ]
+
+    def _respond(self, item: Checked, result: np.ndarray) -> pb_utils.InferenceResponse:
+        request, _ = item
+        vectors, served = pool_rows(
+            result,
+            input_array(request, VECTOR_MASK),
+            input_array(request, POOL_FACTORS),
+            self._pooling,
+        )
+        return pb_utils.InferenceResponse(
+            output_tensors=[
+                triton_tensor(TOKEN_VECTORS, vectors),
+                triton_tensor(SERVED_MASK, served),
+            ]
+        )
