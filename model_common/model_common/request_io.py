@@ -12,7 +12,7 @@ import triton_python_backend_utils as pb_utils
 from model_common.errors import ErrorKind, error_message
 from model_common.options import option_error
 from model_common.rows import Tokens
-from model_common.tensors import ATTENTION_MASK, INPUT_IDS, Tensor
+from model_common.tensors import ATTENTION_MASK, INPUT_IDS, QUERY, Tensor
 from model_common.tokens import TokenLimits, token_error
 
 
@@ -60,6 +60,25 @@ def read_texts(
                 )
             )
     return texts
+
+
+def read_queries(
+    request: pb_utils.InferenceRequest, max_text_bytes: int
+) -> list[str] | pb_utils.TritonError:
+    """The request's queries (QUERY, one per pair) as read_texts reads texts, refusing an
+    empty one: a query with no text ranks nothing."""
+    queries = read_texts(request, QUERY, max_text_bytes)
+    if isinstance(queries, pb_utils.TritonError):
+        return queries
+    for index, query in enumerate(queries):
+        if not query.strip():
+            return invalid(
+                error_message(
+                    ErrorKind.INVALID_INPUT,
+                    f"{QUERY.name}[{index}] is empty: a query needs some text",
+                )
+            )
+    return queries
 
 
 def read_tokens(

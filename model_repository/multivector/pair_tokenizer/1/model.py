@@ -26,7 +26,7 @@ from model_common.errors import ErrorKind, error_message
 from model_common.multivector import DOCUMENT, QUERY, MultiVectorRoles, Rows
 from model_common.multivector_tokenizing import RoleTexts, RoleTokenizers
 from model_common.options import pool_factor, pool_factor_error
-from model_common.request_io import invalid, read_texts, triton_tensor
+from model_common.request_io import invalid, read_queries, read_texts, triton_tensor
 from model_common.stage import Stage
 from model_common.tensors import (
     ATTENTION_MASK,
@@ -92,20 +92,12 @@ class TritonPythonModel(Stage[Pair, list[list[Encoding]]]):
         if bad_pooling:
             return invalid(bad_pooling)
         # The query is checked empty before its prompt goes before it.
-        queries = read_texts(request, QUERY_TEXT, self._max_text_bytes)
+        queries = read_queries(request, self._max_text_bytes)
         if isinstance(queries, pb_utils.TritonError):
             return queries
         documents = read_texts(request, TEXT, self._max_text_bytes, self._prompts[DOCUMENT])
         if isinstance(documents, pb_utils.TritonError):
             return documents
-        for index, query in enumerate(queries):
-            if not query.strip():
-                return invalid(
-                    error_message(
-                        ErrorKind.INVALID_INPUT,
-                        f"{QUERY_TEXT.name}[{index}] is empty: a query needs some text",
-                    )
-                )
         truncation = TRUNCATED_END if truncate else None
         prompted = [self._prompts[QUERY] + query for query in queries]
         return (

@@ -22,7 +22,7 @@ import triton_python_backend_utils as pb_utils
 from model_common.door import AdmissionDoor
 from model_common.embedder_setup import EmbedderSetup
 from model_common.errors import ErrorKind, error_message
-from model_common.request_io import invalid, read_texts, triton_tensor
+from model_common.request_io import invalid, read_queries, read_texts, triton_tensor
 from model_common.stage import Stage
 from model_common.tensors import (
     ATTENTION_MASK,
@@ -59,19 +59,12 @@ def _decode_pairs(
     except ValueError as error:
         return invalid(str(error))
     # The query is checked empty before its prompt goes before it.
-    queries = read_texts(request, QUERY, max_text_bytes)
+    queries = read_queries(request, max_text_bytes)
     if isinstance(queries, pb_utils.TritonError):
         return queries
     documents = read_texts(request, TEXT, max_text_bytes)
     if isinstance(documents, pb_utils.TritonError):
         return documents
-    for index, query in enumerate(queries):
-        if not query.strip():
-            return invalid(
-                error_message(
-                    ErrorKind.INVALID_INPUT, f"QUERY[{index}] is empty: a query needs some text"
-                )
-            )
     return [
         (prompt + query, document) for query, document in zip(queries, documents, strict=True)
     ], truncate
