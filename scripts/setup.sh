@@ -51,25 +51,29 @@ requirement_files() {
   done
 }
 
-# The hash of REQUIREMENTS and the files it includes.
+# The hash of REQUIREMENTS and the files it includes, and of NO_DEPS where
+# given.
 requirements_hash() {
-  requirement_files "$1" | xargs cat | sha256sum | cut -d' ' -f1
+  { requirement_files "$1"; [ -z "${2:-}" ] || echo "$2"; } | xargs cat | sha256sum | cut -d' ' -f1
 }
 
-# venv_current DIR REQUIREMENTS: whether DIR was installed from these.
+# venv_current DIR REQUIREMENTS [NO_DEPS]: whether DIR was installed from these.
 venv_current() {
   [ -f "$1/.requirements.sha256" ] &&
-    [ "$(cat "$1/.requirements.sha256")" = "$(requirements_hash "$2")" ]
+    [ "$(cat "$1/.requirements.sha256")" = "$(requirements_hash "$2" "${3:-}")" ]
 }
 
-# venv DIR REQUIREMENTS: (re)installs when the requirements file, or one it
-# includes, changed, with the installer pip puts in the environment first
-# (requirements/installer.txt); it reads the system's certificates, as pip
-# here does. Each failure returns at once: where the caller is a condition
-# (an && list), errexit does not stop a function.
+# venv DIR REQUIREMENTS [NO_DEPS]: (re)installs when the requirements file, or
+# one it includes, changed, with the installer pip puts in the environment
+# first (requirements/installer.txt); it reads the system's certificates, as
+# pip here does. NO_DEPS, a requirements file installed after without its
+# packages' dependencies, is for a package whose pins clash with
+# REQUIREMENTS' though what is used of it does not (fastembed's
+# huggingface-hub<2). Each failure returns at once: where the caller is a
+# condition (an && list), errexit does not stop a function.
 venv() {
-  local dir=$1 requirements=$2
-  venv_current "$dir" "$requirements" && return 0
+  local dir=$1 requirements=$2 no_deps=${3:-}
+  venv_current "$dir" "$requirements" "$no_deps" && return 0
   log "creating $dir from $requirements"
   rm -f "$dir/.requirements.sha256"
   python3 -m venv "$dir" || return
@@ -77,7 +81,11 @@ venv() {
     -r requirements/installer.txt || return
   UV_NATIVE_TLS=1 "$dir/bin/uv" pip install --quiet --no-cache --compile-bytecode \
     --python "$dir/bin/python" -r "$requirements" || return
-  requirements_hash "$requirements" >"$dir/.requirements.sha256"
+  if [ -n "$no_deps" ]; then
+    UV_NATIVE_TLS=1 "$dir/bin/uv" pip install --quiet --no-cache --compile-bytecode \
+      --python "$dir/bin/python" --no-deps -r "$no_deps" || return
+  fi
+  requirements_hash "$requirements" "$no_deps" >"$dir/.requirements.sha256"
 }
 
 # A set-up from nothing took 11.8 GiB at its fullest, during the Jaeger
@@ -88,7 +96,7 @@ venv() {
 # is refused before it starts, with the reason.
 NEEDED_MIB=13312
 disk_space() {
-  venv_current .venv-export requirements/export.txt &&
+  venv_current .venv-export requirements/export.txt requirements/export-no-deps.txt &&
     venv_current .venv requirements/serve.txt && return 0
   local free
   free=$(df -Pm . | awk 'NR == 2 { print $4 }')
@@ -184,7 +192,7 @@ trap stop_background EXIT
 # `wait PID` fails the set-up with the step's own exit status.
 system_packages
 disk_space
-in_background venv .venv-export requirements/export.txt
+in_background venv .venv-export requirements/export.txt requirements/export-no-deps.txt
 export_venv=$!
 in_background serving_and_tools
 serving=$!

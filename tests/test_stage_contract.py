@@ -60,6 +60,7 @@ STAGE_OUTPUTS = {
     "multivector/pair_tokenizer": "QUERY_VECTOR_MASK",
     "multivector/encoder": "TOKEN_VECTORS",
     "multivector/maxsim": "SCORE",
+    "multivector/muvera": "MUVERA_VECTORS",
     "tensorrt_gpu/embedder": "NORM",
     "torch_gpu/embedder": "EMBEDDING",
 }

@@ -167,11 +167,22 @@ MULTIVECTOR = Task(
     tokenizer_stage="multivector/tokenizer",
     engine_stages={"onnxruntime": "multivector/encoder"},
     stage_suffix=".encoder",
-    # NAME: texts to token vectors; NAME_rerank: a query against documents by MaxSim.
-    entry_points={"": "multivector/embed_multi", "_rerank": "multivector/rerank"},
+    # NAME: texts to token vectors; NAME_rerank: a query against documents by MaxSim;
+    # NAME_muvera: texts to one MUVERA encoding each, for a single-vector index.
+    entry_points={
+        "": "multivector/embed_multi",
+        "_rerank": "multivector/rerank",
+        "_muvera": "multivector/embed_muvera",
+    },
     serializer=MULTIVECTOR_SERIALIZER,
     threads_parameter="intra_op_num_threads",
-    more_stages={".pair_tokenizer": "multivector/pair_tokenizer", ".maxsim": "multivector/maxsim"},
+    # The MUVERA stage needs nothing of the model's, but a further stage is the launcher's one
+    # way to serve a stage beside a model's (each model gets its own, named NAME.muvera).
+    more_stages={
+        ".pair_tokenizer": "multivector/pair_tokenizer",
+        ".maxsim": "multivector/maxsim",
+        ".muvera": "multivector/muvera",
+    },
     more_tokenizer_stages=(".pair_tokenizer",),
     # Cohere's and TEI's rerank routes score by MaxSim where they name one.
     also_serves={"rerank": "_rerank"},

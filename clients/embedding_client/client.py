@@ -26,11 +26,14 @@ from embedding_client.errors import (
     triton_errors,
 )
 from embedding_client.multivector import multivector_call
+from embedding_client.muvera import muvera_call
 from embedding_client.options import (
     EmbedKwargs,
     EmbedOptions,
     MultiVectorKwargs,
     MultiVectorOptions,
+    MuveraKwargs,
+    MuveraOptions,
     RerankKwargs,
     SparseKwargs,
     SparseOptions,
@@ -218,6 +221,17 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
         encoded in, "query" or "document" (the default)."""
         kind = options.pop("kind", None)
         call = multivector_call(self.model, texts, MultiVectorOptions(input_type=kind, **options))
+        return self._run(call)
+
+    def embed_muvera(
+        self, texts: str | Sequence[str], **options: Unpack[MuveraKwargs]
+    ) -> np.ndarray:
+        """Each text's MUVERA encoding, [N, F] (F = r_reps * 2**k_sim * dim_proj; of the dtype,
+        packed bytes for binary), whose dot products approximate MaxSim; the client's model
+        must be a multi-vector encoder. kind: "query" or "document" (the default); k_sim,
+        dim_proj, r_reps, seed: fastembed's Muvera's (None: the server's defaults)."""
+        kind = options.pop("kind", None)
+        call = muvera_call(self.model, texts, MuveraOptions(input_type=kind, **options))
         return self._run(call)
 
     def max_batch_size(self, model: str) -> int:

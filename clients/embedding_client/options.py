@@ -42,17 +42,29 @@ class Option:
     default: Any = None
     minimum: int | None = None
     choices: tuple[str, ...] = ()
+    # An integer's own bound, where the declaration gives one (muvera_k_sim).
+    declared_maximum: int | None = None
 
     @classmethod
     def declared(cls, entry: Mapping[str, Any]) -> Option:
         # An input_type choice maps to its prompts: its keys are the choices.
         choices = tuple(entry.get("choices", ()))
-        return cls(entry["name"], entry["type"], entry["default"], entry.get("minimum"), choices)
+        return cls(
+            entry["name"],
+            entry["type"],
+            entry["default"],
+            entry.get("minimum"),
+            choices,
+            entry.get("maximum"),
+        )
 
     @property
     def maximum(self) -> int | None:
-        """An integer's largest value: Triton's request parameters are int64."""
-        return INTEGER_MAXIMUM if self.type == INTEGER else None
+        """An integer's largest value: its declared one, else int64's, as Triton's request
+        parameters carry it."""
+        if self.type != INTEGER:
+            return None
+        return INTEGER_MAXIMUM if self.declared_maximum is None else self.declared_maximum
 
     def describe(self) -> str:
         """What a value must be, as a message says it."""
@@ -97,6 +109,10 @@ RERANK_OPTIONS = _declared(DECLARATION["rerank_options"])
 POOLING_OPTIONS = _declared(DECLARATION["multivector"]["pooling_options"])
 INPUT_TYPES = TEXT_OPTION_DECLARATIONS["input_type"].choices
 TRUNCATION_DIRECTIONS = TEXT_OPTION_DECLARATIONS["truncation_direction"].choices
+# A multi-vector encoder's MUVERA encoding (NAME_muvera): its parameters, named as the request
+# carries them (muvera_k_sim, ...), and the most values an encoding may hold.
+MUVERA_OPTIONS = _declared(DECLARATION["multivector"]["muvera_options"])
+MUVERA_MAX_WIDTH: int = DECLARATION["multivector"]["muvera_max_width"]
 # The role a multi-vector encoder's texts are encoded in where a call names none.
 MULTIVECTOR_KIND: str = DECLARATION["multivector"]["default_input_type"]
 # The options that choose how texts become tokens: the text entry point's
@@ -135,6 +151,20 @@ class MultiVectorKwargs(TypedDict, total=False):
     kind: str  # one of INPUT_TYPES' roles: query, or document
     dtype: str
     pool_factor: float | None  # documents only (POOLING_OPTIONS)
+    truncate: bool | None
+    truncation_direction: str | None
+
+
+class MuveraKwargs(TypedDict, total=False):
+    """The keyword options of embed_muvera: the role, the row's dtype, how texts are truncated,
+    and the encoding's parameters (MUVERA_OPTIONS, without their muvera_ prefix)."""
+
+    kind: str  # query, or document
+    dtype: str
+    k_sim: int | None
+    dim_proj: int | None
+    r_reps: int | None
+    seed: int | None
     truncate: bool | None
     truncation_direction: str | None
 
@@ -260,4 +290,56 @@ class MultiVectorOptions(TextOptions):
         parameters: Parameters = {"dtype": self.dtype}
         if self.pool_factor is not None:
             parameters["pool_factor"] = self.pool_factor
+        return parameters | self._text_parameters()
+
+
+# The request parameter of each MuveraOptions field.
+_MUVERA_PREFIX = "muvera_"
+
+
+@dataclass(frozen=True)
+class MuveraOptions(TextOptions):
+    """The options of a MUVERA encoding (NAME_muvera), and of texts: input_type is the role
+    (a query's partitions summed, a document's averaged and filled), document by default;
+    k_sim, dim_proj, r_reps and seed are fastembed's Muvera's (None: the declared default).
+    The server checks dim_proj against the model's vector width."""
+
+    dtype: str = OPTION_DEFAULTS["dtype"]
+    k_sim: int | None = None
+    dim_proj: int | None = None
+    r_reps: int | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_dtype(self.dtype, ROW_DTYPES, " for MUVERA rows")
+        for name, option in MUVERA_OPTIONS.items():
+            problem = option.problem(getattr(self, name.removeprefix(_MUVERA_PREFIX)))
+            if problem is not None:
+                raise invalid(name, problem)
+        values = self._values()
+        width = values["muvera_r_reps"] * 2 ** values["muvera_k_sim"] * values["muvera_dim_proj"]
+        # Named as the server names it: r_reps is the one with no bound of its own.
+        if width > MUVERA_MAX_WIDTH:
+            raise invalid(
+                "muvera_r_reps",
+                f"the encoding's width r_reps * 2**k_sim * dim_proj = {width} is over "
+                f"{MUVERA_MAX_WIDTH}",
+            )
+        super().__post_init__()
+
+    def _values(self) -> dict[str, int]:
+        """Each parameter as the server takes it: set, or its default."""
+        values = {}
+        for name, option in MUVERA_OPTIONS.items():
+            value = getattr(self, name.removeprefix(_MUVERA_PREFIX))
+            values[name] = option.default if value is None else value
+        return values
+
+    def parameters(self) -> Parameters:
+        """dtype always travels, since decoding depends on it; the parameters set."""
+        parameters: Parameters = {"dtype": self.dtype}
+        for name in MUVERA_OPTIONS:
+            value = getattr(self, name.removeprefix(_MUVERA_PREFIX))
+            if value is not None:
+                parameters[name] = value
         return parameters | self._text_parameters()

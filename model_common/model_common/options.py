@@ -1,6 +1,7 @@
 """The request parameters that choose the output row format (dtype,
-dimensions, normalize; for sparse and multi-vector rows their own),
-checked at the first stage of each ensemble.
+dimensions, normalize; for sparse and multi-vector rows their own, and a
+multi-vector encoder's token pooling and MUVERA encoding), checked at the
+first stage of each ensemble.
 
 The serializer (backends/embedding_serializer/src/request_options.cc)
 applies them at the last stage; this check refuses a bad one before
@@ -22,6 +23,7 @@ from typing import Any
 
 from model_common.errors import ErrorKind, error_message
 from model_common.multivector import DOCUMENT
+from model_common.muvera import MuveraParameters
 
 
 @dataclass(frozen=True)
@@ -255,3 +257,63 @@ def pool_factor(parameters: Mapping[str, Any]) -> float | None:
     """The request's pool_factor (checked by pool_factor_error), or None for none."""
     factor = parameters.get("pool_factor", _POOL_FACTOR["default"])
     return None if factor is None else float(factor)
+
+
+# MUVERA (model_common.muvera): the parameters of a multi-vector encoder's NAME_muvera, which the
+# tokenizer stage checks and the muvera stage applies; the serializer never sees them as row
+# options. Defaults and bounds are row_formats.json's.
+_MUVERA_OPTIONS: dict[str, Any] = {
+    option["name"]: option for option in _MULTIVECTOR["muvera_options"]
+}
+_MUVERA_MAX_WIDTH: int = _MULTIVECTOR["muvera_max_width"]
+# The one without a bound of its own is named where the product is too wide.
+_MUVERA_WIDEST = "muvera_r_reps"
+
+
+def _muvera_values(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        name: parameters.get(name, option["default"]) for name, option in _MUVERA_OPTIONS.items()
+    }
+
+
+def muvera_option_error(parameters: Mapping[str, Any], vector_dim: int) -> str | None:
+    """The error message for the first bad MUVERA parameter, or None where all are good or
+    absent; `vector_dim` is the width D of the model's vectors, the most muvera_dim_proj
+    may keep."""
+    values = _muvera_values(parameters)
+    maxima = {"muvera_dim_proj": vector_dim, "muvera_seed": DECLARATION["integer_maximum"]}
+    for name, value in values.items():
+        option = _MUVERA_OPTIONS[name]
+        # bool is an int in Python; Triton's boolean parameters are not integers.
+        if isinstance(value, bool) or not isinstance(value, int):
+            return _invalid(name, "wrong_type", type=option["type"])
+        maximum = option.get("maximum", maxima.get(name, _MUVERA_MAX_WIDTH))
+        if not option["minimum"] <= value <= maximum:
+            return error_message(
+                ErrorKind.INVALID_PARAMETER,
+                _MULTIVECTOR["messages"]["muvera_outside"].format(
+                    minimum=option["minimum"], maximum=maximum, value=value
+                ),
+                name,
+            )
+    width = muvera_parameters(parameters).width
+    if width > _MUVERA_MAX_WIDTH:
+        return error_message(
+            ErrorKind.INVALID_PARAMETER,
+            _MULTIVECTOR["messages"]["muvera_too_wide"].format(
+                width=width, max_width=_MUVERA_MAX_WIDTH
+            ),
+            _MUVERA_WIDEST,
+        )
+    return None
+
+
+def muvera_parameters(parameters: Mapping[str, Any]) -> MuveraParameters:
+    """The request's MUVERA parameters (checked by muvera_option_error), defaults filled in."""
+    values = _muvera_values(parameters)
+    return MuveraParameters(
+        k_sim=int(values["muvera_k_sim"]),
+        dim_proj=int(values["muvera_dim_proj"]),
+        r_reps=int(values["muvera_r_reps"]),
+        seed=int(values["muvera_seed"]),
+    )

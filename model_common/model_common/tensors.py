@@ -65,6 +65,11 @@ QUERY_VECTORS = Tensor("QUERY_VECTORS", "TYPE_FP32", (-1, -1))
 POOL_FACTORS = Tensor("POOL_FACTORS", "TYPE_FP32", (2,))
 QUERY_POOL_FACTORS = Tensor("QUERY_POOL_FACTORS", "TYPE_FP32", (2,))
 SERVED_MASK = Tensor("SERVED_MASK", "TYPE_INT64", (-1,))
+# MUVERA (model_common.muvera): per text its one encoding, as a row of one vector [1, F], and a
+# mask of that one vector, which the multi-vector serializer writes as a row of one vector;
+# named apart from TOKEN_VECTORS and VECTOR_MASK, which the muvera stage reads.
+MUVERA_VECTORS = Tensor("MUVERA_VECTORS", "TYPE_FP32", (1, -1))
+MUVERA_MASK = Tensor("MUVERA_MASK", "TYPE_INT64", (1,))
 
 # Every embedder's, whatever runs it: token ids in, embeddings and norms out.
 EMBEDDER_IO = StageIO(inputs=(INPUT_IDS, ATTENTION_MASK), outputs=(EMBEDDING, NORM))

@@ -5,7 +5,8 @@ The first stage of a multi-vector encoder's entry point (`NAME`): the request's
 `input_type` is the role its texts are encoded in (query, or document where it
 names none), which picks the model's prompt for the role, its max length, and
 query expansion or the skip-list (model_common.multivector); a bad output or
-text option or a bad text refuses the request before any tokenizing, and good
+text option, a bad MUVERA parameter (model_common.options.muvera_option_error)
+or a bad text refuses the request before any tokenizing, and good
 ones are tokenized only once the encoder has room (model_common.admission).
 Beside the graph's inputs it writes VECTOR_MASK, the positions whose vectors
 are served, and POOL_FACTORS, how the encoder pools them
@@ -27,6 +28,7 @@ from model_common.multivector_tokenizing import RoleTexts, RoleTokenizers
 from model_common.options import (
     DECLARATION,
     multivector_option_error,
+    muvera_option_error,
     pool_factor,
     pool_factor_error,
 )
@@ -69,7 +71,11 @@ class TritonPythonModel(Stage[Request, list[Encoding]]):
 
     def _decode(self, request: pb_utils.InferenceRequest) -> Request | pb_utils.TritonError:
         parameters = json.loads(request.parameters())
-        bad_option = multivector_option_error(parameters, self._vector_dim)
+        # The MUVERA parameters are NAME_muvera's (its muvera stage's), checked here with the
+        # others so that a bad one costs no tokenizing; the other entry points ignore them.
+        bad_option = multivector_option_error(parameters, self._vector_dim) or muvera_option_error(
+            parameters, self._vector_dim
+        )
         if bad_option:
             return invalid(bad_option)
         # A request naming neither a role nor a prompt gets the default role's prompt, as
