@@ -74,6 +74,7 @@ COPY server /opt/embedding/server
 # its REPO_ROOT.
 COPY export /opt/embedding/export
 COPY model_common /opt/embedding/model_common
+COPY catalog /opt/embedding/catalog
 # The default catalog, served from the model repository mounted at /models,
 # which the launcher finds as its REPO_ROOT/model_repository.
 COPY models.toml /opt/embedding/models.toml

@@ -36,11 +36,15 @@ from server.paths import (
     faster_cpu_engine,
 )
 
-# What an export runs: its own code, and the settings it checks, which the
-# stages serve too.
+# What an export runs: its own code, the settings and rows it checks, which
+# the stages serve too, and the task declarations that say where its files go.
 EXPORT_CODE = (
     *sorted((REPO_ROOT / "export").glob("*.py")),
-    REPO_ROOT / "model_common" / "model_common" / "openvino_setting.py",
+    *(
+        REPO_ROOT / "model_common" / "model_common" / name
+        for name in ("openvino_setting.py", "multivector.py", "token_pooling.py")
+    ),
+    REPO_ROOT / "catalog" / "embedding_catalog" / "tasks.py",
 )
 DIGEST_FILE = "source.sha256"
 # Which Hub model and commit a Hub entry's export was made from, for people:
