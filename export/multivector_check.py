@@ -4,9 +4,11 @@ expansion fills, texts past each role's max length), as queries and as documents
 the tokenizer stages tokenize them and made into rows by model_common.multivector, the module
 the stages build theirs with. Before the export, each text's row must be the one
 MultiVectorEncoder feeds its encoder (ids, attention mask) and scores (its MultiVectorMask's
-positions). After it, the ONNX graph's vectors at the rows' vector mask, batched and one text at
-a time, must be as many as encode_query / encode_document give for the text, each at a cosine of
-at least MIN_COSINE (0.9999) to its counterpart there."""
+positions). After it, the ONNX graph's vectors at the rows' vector mask, pooled as the encoder
+stage pools them where the model has a token pooling (model_common.token_pooling, from the
+record's token_pooling, so what is checked is what is served), batched and one text at a time,
+must be as many as encode_query / encode_document give for the text (the model's pooling module
+applied), each at a cosine of at least MIN_COSINE (0.9999) to its counterpart there."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import numpy as np
 from engine_choice import MIN_COSINE
 from isolated_graph import IsolatedGraph, onnx_runtime_check
 from model_common.multivector import QUERY, ROLES, MultiVectorRoles
+from model_common.token_pooling import ModelPooling, pool_rows, row_factors
 from multivector_folder import MASK_MODULE, MultiVectorSpec
 from multivector_rows import role_ids, role_prompt
 from reference_check import CHECK_TEXTS, FloatArray
@@ -54,6 +57,7 @@ class RoleCheck:
 @dataclass(frozen=True)
 class MultiVectorCheckSet:
     roles: MultiVectorRoles
+    pooling: ModelPooling | None  # the model's own token pooling, as the encoder stage reads it
     checks: tuple[RoleCheck, ...]
 
 
@@ -149,6 +153,8 @@ def build_multivector_check_set(
     """Tokenizes the check texts per role as served, checks their rows against
     MultiVectorEncoder's, and encodes them with encode_query and encode_document."""
     roles = MultiVectorRoles.from_record(settings)
+    # Read as the served stages read the record's entry.
+    pooling = ModelPooling.from_record({"token_pooling": spec.token_pooling})
     texts = list(MULTIVECTOR_CHECK_TEXTS)
     checks = []
     for role in ROLES:
@@ -165,16 +171,19 @@ def build_multivector_check_set(
         f"row check: the served rows are MultiVectorEncoder's for {len(texts)} queries and "
         f"{len(texts)} documents"
     )
-    return MultiVectorCheckSet(roles, tuple(checks))
+    return MultiVectorCheckSet(roles, pooling, tuple(checks))
 
 
 def run_vectors(
-    graph: IsolatedGraph, roles: MultiVectorRoles, role: str, batch: Sequence[list[int]]
+    graph: IsolatedGraph, check: MultiVectorCheckSet, role: str, batch: Sequence[list[int]]
 ) -> list[FloatArray]:
-    """The graph's vectors of a batch of served ids, each text's at its vector mask."""
-    rows = roles.rows(role, batch)
+    """The vectors served of a batch of served ids: the graph's, then pooled by the encoder
+    stage's code where the model pools the role, each text's at its served mask."""
+    rows = check.roles.rows(role, batch)
     (vectors,) = graph.run({"input_ids": rows.input_ids, "attention_mask": rows.attention_mask})
-    return [row[mask.astype(bool)] for row, mask in zip(vectors, rows.vector_mask, strict=True)]
+    factors = np.tile(row_factors(check.pooling, role, None), (len(batch), 1))
+    vectors, served = pool_rows(vectors, rows.vector_mask, factors, check.pooling)
+    return [row[mask.astype(bool)] for row, mask in zip(vectors, served, strict=True)]
 
 
 def compare_vectors(ours: FloatArray, theirs: FloatArray) -> tuple[int, float, float]:
@@ -202,8 +211,8 @@ def checked_vectors(graph: IsolatedGraph, check: MultiVectorCheckSet) -> MultiVe
     for role_check in check.checks:
         role = role_check.role
         runs = [
-            run_vectors(graph, check.roles, role, role_check.ids),
-            [run_vectors(graph, check.roles, role, [ids])[0] for ids in role_check.ids],
+            run_vectors(graph, check, role, role_check.ids),
+            [run_vectors(graph, check, role, [ids])[0] for ids in role_check.ids],
         ]
         for index, label in enumerate(role_check.labels):
             reference = role_check.reference[index]

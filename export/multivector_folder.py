@@ -1,8 +1,9 @@
 """Reading a sentence-transformers MultiVectorEncoder folder (ColBERT-style late interaction) into
 the MultiVectorSpec its export works from: what every folder has (model_folder.py), then
-modules.json (a Transformer, then Dense, MultiVectorMask and Normalize modules), the Transformer's
-multi-vector settings (query_length, document_length, query_expansion), the projections' configs,
-MultiVectorMask's skip-list and the similarity function, refusing what the export cannot serve."""
+modules.json (a Transformer, then Dense, MultiVectorMask and Normalize modules, and last at most one
+HierarchicalTokenPooling), the Transformer's multi-vector settings (query_length, document_length,
+query_expansion), the projections' configs, MultiVectorMask's skip-list, the token pooling's
+settings and the similarity function, refusing what the export cannot serve."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ MASK_MODULE = "MultiVectorMask"
 # The modules after the Transformer the graph computes (Dense, Normalize) or the rows encode
 # (MultiVectorMask), in any order.
 HEAD_MODULES = frozenset({"Dense", "Normalize", MASK_MODULE})
+# The one token pooling served (model_common.token_pooling pools as it does, after the graph):
+# sentence-transformers' own, last in the pipeline, where the library places it.
+POOLING_MODULE = "HierarchicalTokenPooling"
+POOLING_PACKAGE = "sentence_transformers."
+# HierarchicalTokenPooling's settings as a saved folder lacking them loads them: its load_config
+# fills normalize_embeddings with False (older saves did not normalize), __init__ the rest.
+POOLING_DEFAULTS: dict[str, Any] = {
+    "pool_factor": 1.0,
+    "num_protected_tokens": 1,
+    "normalize_embeddings": False,
+    "tasks": ["document"],
+}
 # The one scorer served: MaxSim, the sum over query vectors of the best document match.
 SIMILARITY = "maxsim"
 # What MultiVectorEncoder scores with when the folder names nothing.
@@ -62,26 +75,52 @@ class MultiVectorSpec(FolderSpec):
     skiplist_words: tuple[str, ...]
     skiplist_tasks: tuple[str, ...]  # the roles the skip-list applies to, of ROLES
     similarity_fn_name: str
+    # The export record's token_pooling (model_common.token_pooling.ModelPooling reads it):
+    # pool_factor, num_protected_tokens, normalize_embeddings and the roles pooled (tasks), or
+    # None for a folder without a pooling module.
+    token_pooling: dict[str, Any] | None
+
+
+def is_pooling(module: dict[str, Any]) -> bool:
+    """Whether a modules.json entry pools tokens: one from sentence-transformers' token_pooling
+    module (LambdaTokenPooling too) or any module named as a token pooling."""
+    kind = str(module["type"])
+    return "token_pooling" in kind or module_class_name(module).endswith("TokenPooling")
+
+
+def check_pooling(modules_path: Path, modules: list[dict[str, Any]], names: list[str]) -> None:
+    """Refuses every token pooling but one HierarchicalTokenPooling of sentence-transformers
+    last in the pipeline: another's clustering (a Python callable's, LambdaTokenPooling's, which
+    no folder can even hold) is not served, and one before the head would pool vectors the
+    graph has yet to project or normalize, while the served pooling runs after the graph."""
+    pooling = [index for index, module in enumerate(modules) if is_pooling(module)]
+    for index in pooling:
+        module = modules[index]
+        if names[index] != POOLING_MODULE or not str(module["type"]).startswith(POOLING_PACKAGE):
+            raise SystemExit(
+                f"{modules_path}: modules {names} pool tokens with {module['type']!r}; only "
+                f"sentence-transformers' {POOLING_MODULE} is served"
+            )
+    if len(pooling) > 1 or (pooling and pooling[0] != len(modules) - 1):
+        raise SystemExit(
+            f"{modules_path}: modules {names}: a {POOLING_MODULE} is served only once and last "
+            "in the pipeline, after the Dense, MultiVectorMask and Normalize modules"
+        )
 
 
 def read_multivector_modules(model_dir: Path) -> list[dict[str, Any]]:
     """Reads modules.json, refusing anything but a Transformer then Dense, Normalize and at most
-    one MultiVectorMask: token pooling changes how many vectors a text has, which the served
-    rows do not do yet."""
+    one MultiVectorMask, and a HierarchicalTokenPooling last where there is a pooling."""
     modules_path = model_dir / "modules.json"
     modules: list[dict[str, Any]] = read_json(modules_path)
     names = [module_class_name(module) for module in modules]
-    pooling = [name for name in names if name.endswith("TokenPooling")]
-    if pooling:
-        raise SystemExit(
-            f"{modules_path}: modules {names} pool tokens ({', '.join(pooling)}); token pooling "
-            "is not served yet, only a Transformer then Dense, MultiVectorMask and Normalize "
-            "modules can be exported"
-        )
-    if not names or names[0] != "Transformer" or not set(names[1:]) <= HEAD_MODULES:
+    check_pooling(modules_path, modules, names)
+    head = names[1:-1] if names[-1:] == [POOLING_MODULE] else names[1:]
+    if not names or names[0] != "Transformer" or not set(head) <= HEAD_MODULES:
         raise SystemExit(
             f"{modules_path}: model_type 'MultiVectorEncoder' with modules {names}; only a "
-            f"Transformer then {', '.join(sorted(HEAD_MODULES))} modules can be exported"
+            f"Transformer then {', '.join(sorted(HEAD_MODULES))} modules, and last a "
+            f"{POOLING_MODULE}, can be exported"
         )
     if names.count(MASK_MODULE) > 1:
         raise SystemExit(f"{modules_path}: modules {names} hold more than one {MASK_MODULE}")
@@ -124,6 +163,9 @@ def read_head(
     for module in modules[1:]:
         name = module_class_name(module)
         path, config = module_config(model_dir, module)
+        if name == POOLING_MODULE:
+            # Outside the graph and after it (read_pooling).
+            continue
         if name == MASK_MODULE:
             mask = read_mask(path, config)
             continue
@@ -158,6 +200,51 @@ def read_mask(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     # encode_query and encode_document run the query and document tasks only: a skip-list for
     # another task name applies to neither.
     return {"words": tuple(words), "tasks": tuple(role for role in ROLES if role in tasks)}
+
+
+def read_pooling(model_dir: Path, modules: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last module's HierarchicalTokenPooling settings, as it loads them, in the shape of the
+    record's token_pooling (None where the folder pools nothing), refusing settings it does not
+    know and values its constructor would refuse."""
+    if module_class_name(modules[-1]) != POOLING_MODULE:
+        return None
+    path, config = module_config(model_dir, modules[-1])
+    unknown = sorted(set(config) - set(POOLING_DEFAULTS))
+    if unknown:
+        raise SystemExit(
+            f"{path}: unsupported {POOLING_MODULE} settings {unknown}; only "
+            f"{sorted(POOLING_DEFAULTS)}"
+        )
+    settings = {**POOLING_DEFAULTS, **config}
+    factor, protected = settings["pool_factor"], settings["num_protected_tokens"]
+    # As BaseTokenPooling takes them: null for its default, one string for a one-task list.
+    tasks = POOLING_DEFAULTS["tasks"] if settings["tasks"] is None else settings["tasks"]
+    tasks = [tasks] if isinstance(tasks, str) else tasks
+    valid = (
+        isinstance(factor, int | float)
+        and not isinstance(factor, bool)
+        and factor >= 1
+        and isinstance(protected, int)
+        and not isinstance(protected, bool)
+        and protected >= 0
+        and isinstance(settings["normalize_embeddings"], bool)
+        and isinstance(tasks, list)
+        and all(isinstance(task, str) for task in tasks)
+    )
+    if not valid:
+        raise SystemExit(
+            f"{path}: {POOLING_MODULE} {config}: pool_factor is a number of at least 1, "
+            "num_protected_tokens an integer of at least 0, normalize_embeddings a bool and "
+            "tasks a list of strings"
+        )
+    # encode_query and encode_document run the query and document tasks only: a pooling for
+    # another task name applies to neither.
+    return {
+        "pool_factor": float(factor),
+        "num_protected_tokens": protected,
+        "normalize_embeddings": settings["normalize_embeddings"],
+        "tasks": [role for role in ROLES if role in tasks],
+    }
 
 
 def positive_length(path: Path, name: str, value: object) -> int | None:
@@ -265,4 +352,5 @@ def read_multivector_spec(model_dir: Path) -> MultiVectorSpec:
         skiplist_words=() if mask is None else mask["words"],
         skiplist_tasks=() if mask is None else mask["tasks"],
         similarity_fn_name=similarity,
+        token_pooling=read_pooling(model_dir, modules),
     )

@@ -7,11 +7,14 @@ interaction), so the multi-vector export and serving can be tested without a mod
 - bert_plain: BERT, no prompts, no expansion, no skip-list, a 48-wide projection with bias and
   tanh, Normalize, queries cut at 24 tokens;
 - modernbert_colbert: ModernBERT, expansion to at least 12 mask tokens (attended), queries cut at
-  32, punctuation skipped on both sides.
+  32, punctuation skipped on both sides;
+- bert_pooled: bert_colbert's backbone, prompts, projection and document skip-list without the
+  expansion, and a HierarchicalTokenPooling (pool_factor 2, one protected token, normalized) of
+  documents at the end of its pipeline.
 
 Each encoder is the family's (harness/family_models.py: its config and its tokenizer builder),
 wrapped in a Transformer carrying the multi-vector settings, the Dense projection, a
-MultiVectorMask and Normalize, and saved by `MultiVectorEncoder.save`.
+MultiVectorMask and Normalize (then the token pooling, where a model has one), and saved by `MultiVectorEncoder.save`.
 
     .venv-export/bin/python -m harness.multivector_models OUT_DIR
 
@@ -57,6 +60,8 @@ class MultiVectorModel:
     query_expansion: dict[str, Any] | None = None
     skiplist_words: tuple[str, ...] = ()
     skiplist_tasks: tuple[str, ...] = (DOCUMENT,)
+    # HierarchicalTokenPooling's arguments, for a pooling module last in the pipeline.
+    token_pooling: dict[str, Any] | None = None
 
 
 MULTIVECTOR_MODELS: tuple[MultiVectorModel, ...] = (
@@ -88,6 +93,21 @@ MULTIVECTOR_MODELS: tuple[MultiVectorModel, ...] = (
         query_expansion={"strategy": "min", "length": 12, "attend": True},
         skiplist_words=tuple(string.punctuation),
         skiplist_tasks=(QUERY, DOCUMENT),
+    ),
+    MultiVectorModel(
+        name="bert_pooled",
+        family="bert",
+        dense_out=32,
+        dense_bias=False,
+        prompts=COLBERT_PROMPTS,
+        document_length=64,
+        skiplist_words=tuple(string.punctuation),
+        token_pooling={
+            "pool_factor": 2,
+            "num_protected_tokens": 1,
+            "normalize_embeddings": True,
+            "tasks": [DOCUMENT],
+        },
     ),
 )
 MULTIVECTOR_NAMES = tuple(model.name for model in MULTIVECTOR_MODELS)
@@ -147,13 +167,17 @@ def save_multivector_encoder(
 ) -> None:
     """Saves to `target` the MultiVectorEncoder of spec's modules around the encoder and
     tokenizer transformers saved in `checkpoint` (`hidden` wide): the Transformer with spec's
-    multi-vector settings, the Dense projection, a MultiVectorMask and Normalize. The Dense
+    multi-vector settings, the Dense projection, a MultiVectorMask and Normalize, then spec's
+    token pooling where it names one (the library pools last, after Normalize). The Dense
     layer draws its weights from torch's generator as it stands, so a seeded caller gets the
     same ones each build. Shared with the benchmark encoders (multivector_bench_models.py)."""
     import torch
     from sentence_transformers import MultiVectorEncoder
     from sentence_transformers.base.modules import Dense, Normalize, Transformer
-    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+    from sentence_transformers.multi_vector_encoder.modules import (
+        HierarchicalTokenPooling,
+        MultiVectorMask,
+    )
 
     transformer = Transformer(
         str(checkpoint),
@@ -177,6 +201,8 @@ def save_multivector_encoder(
         ),
         Normalize(module_input_name="token_embeddings"),
     ]
+    if spec.token_pooling is not None:
+        modules.append(HierarchicalTokenPooling(**spec.token_pooling))
     model = MultiVectorEncoder(
         modules=modules, device="cpu", prompts=dict(spec.prompts), similarity_fn_name="maxsim"
     )

@@ -93,9 +93,9 @@ def cross_encoder_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 @pytest.fixture(scope="session")
 def multivector_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A MultiVectorEncoder folder per test multi-vector encoder (harness/multivector_models.py):
-    bert_colbert (prompts, a fixed query expansion, a skip-list), bert_plain (none of them) and
-    modernbert_colbert (a min expansion it attends to); the tests copy a folder before they
-    change it."""
+    bert_colbert (prompts, a fixed query expansion, a skip-list), bert_plain (none of them),
+    modernbert_colbert (a min expansion it attends to) and bert_pooled (HierarchicalTokenPooling
+    of its documents); the tests copy a folder before they change it."""
     return multivector_models.build_in_export_environment(
         tmp_path_factory.mktemp("multivector_encoders")
     )

@@ -10,7 +10,8 @@ A request `{"model_dir": str, "query": str, "documents": [str, ...]}` gets inste
 MaxSim score against each document, as MultiVectorEncoder.similarity gives it. A request's
 optional "pool_factor" pools its documents as encode_document's per-call
 `token_pooling=HierarchicalTokenPooling(pool_factor=...)` does (a query's encoding ignores it,
-as the pooling's default tasks do).
+as the pooling's default tasks do), on top of the folder's own pooling module where its pipeline
+holds one, as encode_document compounds them.
 """
 
 import os

@@ -1,12 +1,15 @@
 """export/export_onnx.py on the tiny random-weight multi-vector encoders
 (harness/multivector_models.py: bert_colbert with PyLate's prompts, fixed query expansion and a
 document skip-list, bert_plain with none of them, modernbert_colbert with an attended minimum
-expansion and a skip-list on both roles): each export passes its check against
-MultiVectorEncoder and records what the served stages need; the graph it wrote, run here with
-onnxruntime on rows that model_common.multivector builds from the served tokenizer's ids, gives
-fresh texts, as queries and as documents, the vectors encode_query and encode_document give
-(as many, each at a cosine of at least 0.9999); folders it cannot serve are refused naming what
-it cannot serve, and nothing is written.
+expansion and a skip-list on both roles, bert_pooled with a HierarchicalTokenPooling of
+documents last in its pipeline): each export passes its check against MultiVectorEncoder and
+records what the served stages need (the model's token pooling too); the graph it wrote, run
+here with onnxruntime on rows that model_common.multivector builds from the served tokenizer's
+ids, its vectors pooled by model_common.token_pooling from the record as the encoder stage pools
+them, gives fresh texts, as queries and as documents, the vectors encode_query and
+encode_document give (as many, each at a cosine of at least 0.9999); folders it cannot serve
+(a token pooling but sentence-transformers' HierarchicalTokenPooling last) are refused naming
+what it cannot serve, and nothing is written.
 
 The folders are built and exported in the export environment, as scripts/setup.sh runs the
 exports; so does MultiVectorEncoder (tests/mv_reference.py)."""
@@ -25,7 +28,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from embedding_catalog.catalog import FolderKind, folder_kind
+from embedding_catalog.tasks import MULTIVECTOR
 from model_common.multivector import DOCUMENT, QUERY, ROLES, MultiVectorRoles, Rows
+from model_common.token_pooling import ModelPooling, pool_rows, row_factors
 from tokenizers import Tokenizer
 
 from harness.export_environment import run_in_export_environment
@@ -36,10 +41,14 @@ MV_REFERENCE = REPO_ROOT / "tests" / "mv_reference.py"
 MIN_COSINE = 0.9999
 MAX_SEQ_LENGTH = 128
 INPUTS = ["input_ids", "attention_mask"]
-ENCODER = "multivector/encoder/1"
-TOKENIZERS = ("multivector/tokenizer/1", "multivector/pair_tokenizer/1")
-RECORDS = (ENCODER, "multivector/maxsim/1", *TOKENIZERS)
+# Where the catalog's declaration of the task has the export write (the stages it names grow
+# with the task, the export's promise does not: a record in each, nothing else).
+ENCODER = MULTIVECTOR.onnx_version
+TOKENIZERS = MULTIVECTOR.tokenizer_versions
+RECORDS = MULTIVECTOR.records
 MODULES = ["Transformer", "Dense", "MultiVectorMask", "Normalize"]
+POOLING = "HierarchicalTokenPooling"
+POOLING_TYPE = f"sentence_transformers.multi_vector_encoder.modules.token_pooling.{POOLING}"
 # The export's check texts: reference_check.py's 13 and two more, as queries and as documents.
 CHECK_TEXTS = 2 * 15
 COLBERT_PROMPTS = {"query": "[Q] ", "document": "[D] "}
@@ -55,6 +64,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "query_expansion": {"strategy": "fixed", "length": 16, "attend": False},
         "skiplist_tasks": [DOCUMENT],
         "punctuation_skipped": True,
+        "modules": MODULES,
+        "token_pooling": None,
     },
     "bert_plain": {
         "model_type": "bert",
@@ -67,6 +78,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "query_expansion": None,
         "skiplist_tasks": [DOCUMENT],
         "punctuation_skipped": False,
+        "modules": MODULES,
+        "token_pooling": None,
     },
     "modernbert_colbert": {
         "model_type": "modernbert",
@@ -78,6 +91,27 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "query_expansion": {"strategy": "min", "length": 12, "attend": True},
         "skiplist_tasks": [QUERY, DOCUMENT],
         "punctuation_skipped": True,
+        "modules": MODULES,
+        "token_pooling": None,
+    },
+    "bert_pooled": {
+        "model_type": "bert",
+        "architecture": "BertModel",
+        "embedding_dim": 32,
+        "prompts": COLBERT_PROMPTS,
+        "query_length": None,
+        "document_length": 64,
+        "query_expansion": None,
+        "skiplist_tasks": [DOCUMENT],
+        "punctuation_skipped": True,
+        "modules": [*MODULES, POOLING],
+        # HierarchicalTokenPooling's settings as the folder saved them, the factor a float.
+        "token_pooling": {
+            "pool_factor": 2.0,
+            "num_protected_tokens": 1,
+            "normalize_embeddings": True,
+            "tasks": [DOCUMENT],
+        },
     },
 }
 RECORD_KEYS = [
@@ -98,6 +132,7 @@ RECORD_KEYS = [
     "query_expansion",
     "skiplist_ids",
     "skiplist_tasks",
+    "token_pooling",
     "normalized",
     "similarity_fn_name",
     "opset",
@@ -162,14 +197,18 @@ class Export:
         encodings = tokenizer.encode_batch([prompt + text for text in texts])
         return roles.rows(role, [encoding.ids for encoding in encodings])
 
-    def vectors(self, role: str, texts: list[str]) -> list[np.ndarray]:
-        """The graph's vectors of the texts as the role, each text's at its vector mask."""
+    def vectors(self, role: str, texts: list[str], pooled: bool = True) -> list[np.ndarray]:
+        """The graph's vectors of the texts as the role, pooled (unless not `pooled`) as the
+        encoder stage pools them by the record's token_pooling, each text's at its served mask."""
         rows = self.rows(role, texts)
         (vectors,) = self.session().run(
             None, {"input_ids": rows.input_ids, "attention_mask": rows.attention_mask}
         )
         assert vectors.dtype == np.float32
-        return [row[mask == 1] for row, mask in zip(vectors, rows.vector_mask, strict=True)]
+        pooling = ModelPooling.from_record(self.record) if pooled else None
+        factors = np.tile(row_factors(pooling, role, None), (len(texts), 1))
+        vectors, served = pool_rows(vectors, rows.vector_mask, factors, pooling)
+        return [row[mask == 1] for row, mask in zip(vectors, served, strict=True)]
 
 
 def export_folder(folder: Path, repository: Path, *args: str) -> Export:
@@ -234,7 +273,8 @@ def test_each_multivector_encoder_exports_and_passes_its_check(
     expected = EXPECTED[name]
     assert record["task"] == "multivector" and record["graph"] == "plain"
     assert record["model_dir"] == str(export.folder)
-    assert record["modules"] == MODULES
+    assert record["modules"] == expected["modules"]
+    assert record["token_pooling"] == expected["token_pooling"]
     assert record["inputs"] == INPUTS
     assert record["max_seq_length"] == MAX_SEQ_LENGTH
     config = json.loads((export.folder / "config.json").read_text())
@@ -274,12 +314,9 @@ def test_each_multivector_encoder_exports_and_passes_its_check(
     served = [export.repository / folder / "tokenizer.json" for folder in TOKENIZERS]
     assert served[0].read_bytes() == served[1].read_bytes()
     assert sorted(path.name for path in export.repository.iterdir()) == ["multivector"]
-    assert sorted(path.name for path in (export.repository / "multivector").iterdir()) == [
-        "encoder",
-        "maxsim",
-        "pair_tokenizer",
-        "tokenizer",
-    ]
+    stages = sorted(path.name for path in (export.repository / "multivector").iterdir())
+    assert stages == sorted(folder.split("/")[1] for folder in RECORDS)
+    assert {"encoder", "maxsim", "pair_tokenizer", "tokenizer"} <= set(stages)
     tokenizer = export.tokenizer()
     assert tokenizer.padding is None
     assert tokenizer.truncation is not None
@@ -314,10 +351,18 @@ def test_the_graph_encodes_fresh_texts_as_multivector_encoder(
     # One text at a time too, as the server may batch it alone.
     for text, vectors in zip(FRESH_TEXTS, theirs, strict=True):
         assert_the_same_vectors(export.vectors(role, [text]), [vectors])
-    # Else agreeing would say little: the vectors of a text differ from each other.
-    for vectors in theirs:
+    # Else agreeing would say little: the vectors of a text differ from each other (but a pooled
+    # "a", its [CLS] and the mean of the rest, which lie close).
+    for vectors in (each for each in theirs if len(each) > 2):
         unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         assert (unit @ unit.T).min() < 0.99
+    # The model's pooling pools its roles only, and where it does, fewer vectors are served.
+    pooling = export.record["token_pooling"]
+    unpooled = sum(map(len, export.vectors(role, FRESH_TEXTS, pooled=False)))
+    if pooling is not None and role in pooling["tasks"]:
+        assert sum(map(len, theirs)) < unpooled
+    else:
+        assert sum(map(len, theirs)) == unpooled
 
 
 def test_fixed_expansion_gives_every_query_its_length(exports: dict[str, Export]) -> None:
@@ -360,19 +405,38 @@ def _edit_json(path: Path, edit: Callable[[Any], Any]) -> None:
     path.write_text(json.dumps(edit(json.loads(path.read_text()))))
 
 
-def _token_pooling(folder: Path) -> None:
-    pooling = "sentence_transformers.multi_vector_encoder.modules.token_pooling"
+def _without(settings: dict[str, Any], key: str) -> dict[str, Any]:
+    return {name: value for name, value in settings.items() if name != key}
+
+
+def _pooling_module(kind: str) -> Callable[[Path], None]:
+    """Appends a token pooling of the type `kind` to the folder's pipeline."""
+
+    def append(folder: Path) -> None:
+        _edit_json(
+            folder / "modules.json",
+            lambda modules: [
+                *modules,
+                {
+                    "idx": len(modules),
+                    "name": str(len(modules)),
+                    "path": f"{len(modules)}_{kind.rsplit('.', 1)[-1]}",
+                    "type": kind,
+                },
+            ],
+        )
+
+    return append
+
+
+def _pooling_before_normalize(folder: Path) -> None:
+    """bert_pooled's HierarchicalTokenPooling moved before its Normalize."""
+    _edit_json(folder / "modules.json", lambda modules: [*modules[:3], modules[4], modules[3]])
+
+
+def _pooling_setting(folder: Path) -> None:
     _edit_json(
-        folder / "modules.json",
-        lambda modules: [
-            *modules,
-            {
-                "idx": len(modules),
-                "name": str(len(modules)),
-                "path": f"{len(modules)}_HierarchicalTokenPooling",
-                "type": f"{pooling}.HierarchicalTokenPooling",
-            },
-        ],
+        folder / f"4_{POOLING}/config.json", lambda config: {**config, "cluster_metric": "l2"}
     )
 
 
@@ -405,18 +469,54 @@ def _family(folder: Path) -> None:
 # (model copied, how it is broken if at all, extra arguments, what the refusal must name)
 Refusal = tuple[str, Callable[[Path], None] | None, tuple[str, ...], tuple[str, ...]]
 REFUSALS: dict[str, Refusal] = {
-    "token pooling": (
+    "lambda pooling": (
         "bert_colbert",
-        _token_pooling,
+        _pooling_module(POOLING_TYPE.replace(POOLING, "LambdaTokenPooling")),
         (),
-        ("HierarchicalTokenPooling", "token pooling is not served yet"),
+        ("LambdaTokenPooling'", f"only sentence-transformers' {POOLING} is served"),
     ),
+    "unknown pooling": (
+        "bert_plain",
+        _pooling_module("my_package.pooling.ClusterTokenPooling"),
+        (),
+        ("'my_package.pooling.ClusterTokenPooling'", f"only sentence-transformers' {POOLING}"),
+    ),
+    "pooling before normalize": (
+        "bert_pooled",
+        _pooling_before_normalize,
+        (),
+        (f"'{POOLING}', 'Normalize'", "only once and last in the pipeline"),
+    ),
+    "pooling setting": ("bert_pooled", _pooling_setting, (), ("['cluster_metric']", POOLING)),
     "meanmaxsim": ("bert_colbert", _similarity, (), ("'meanmaxsim'", "only 'maxsim'")),
     "allowlist": ("bert_colbert", _allowlist, (), ("keep_only_token_ids", "[7]")),
     "chat template": ("bert_plain", _chat_template, (), ("['message']", "chat template")),
     "family": ("bert_plain", _family, (), ("'distilbert'", "BertModel")),
     "fused graph": ("bert_plain", None, ("--graph=fused",), ("--graph fused", "plain")),
 }
+
+
+def test_a_pooling_saved_without_normalize_embeddings_is_served_unnormalized(
+    multivector_folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """HierarchicalTokenPooling loads a saved config without normalize_embeddings as False (for
+    indexes pooled before it normalized): the record says so, and the check, which pools the
+    graph's vectors by the record, passes against the model as it loaded."""
+    folder = tmp_path / "model"
+    shutil.copytree(multivector_folders["bert_pooled"], folder)
+    config = folder / f"4_{POOLING}/config.json"
+    _edit_json(config, lambda settings: _without(settings, "normalize_embeddings"))
+    export = export_folder(folder, tmp_path / "repository")
+    assert export.returncode == 0, export.output[-3000:]
+    assert export.record["token_pooling"] == {
+        **EXPECTED["bert_pooled"]["token_pooling"],
+        "normalize_embeddings": False,
+    }
+    assert export.record["min_cosine"] >= MIN_COSINE
+    # Unnormalized cluster means are shorter than the unit vectors they average (a little: the
+    # random-weight vectors lie close together).
+    (document,) = export.vectors(DOCUMENT, [WORDS])
+    assert np.linalg.norm(document, axis=1).min() < 0.999
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))

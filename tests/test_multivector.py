@@ -1,14 +1,15 @@
 """Multi-vector (late-interaction) encoders in the catalog: one tritonserver
 serving random-weight MultiVectorEncoder folders (harness/multivector_models.py:
-with query expansion and a skip-list, and without) beside the packaged MiniLM,
+with query expansion and a skip-list, without, and with a token pooling of
+documents in the pipeline) beside the packaged MiniLM,
 each answering `NAME` (texts in, one row of token vectors per text as raw
 bytes out: docs/contract.md, "Multi-vector rows") like sentence-transformers'
 MultiVectorEncoder.encode_query and encode_document on the same weights, and
 `NAME_rerank` (a query against documents, by MaxSim) like its similarity, over
 gRPC and HTTP, through the client library, the `embed-multi` command and the
 gateway's rerank routes; a document request's pool_factor pooling its vectors
-as encode_document's token_pooling=HierarchicalTokenPooling(pool_factor) does;
-bad input refused alone."""
+as encode_document's token_pooling=HierarchicalTokenPooling(pool_factor) does,
+on top of the model's own pooling where it has one; bad input refused alone."""
 
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ DOCUMENTS = [
 KINDS = ("query", "document")
 # A document request's token pooling: a whole factor and a fractional one (keeps two thirds).
 POOL_FACTORS = (2, 1.5)
+# The test model with a HierarchicalTokenPooling of documents in its pipeline; otherwise
+# bert_colbert's weights, prompts and skip-list, without the expansion.
+POOLED = "bert_pooled-mv"
 # Reference vectors per (model, kind); the reference MaxSim scores of QUERY per model.
 Vectors = list[np.ndarray]
 
@@ -87,9 +91,10 @@ def server(served_dir: Path, catalog: Catalog) -> Iterator[RunningServer]:
 def expected(encoders: dict[str, Path]) -> dict[tuple[str, str], Vectors]:
     """MultiVectorEncoder.encode_query and encode_document on the original weights, per
     (model, kind), and its MaxSim scores of QUERY against DOCUMENTS per (model, "scores");
-    the first model's documents pooled per POOL_FACTORS as (model, "document pooled F"), and
-    its scores against documents pooled by 2 as (model, "scores pooled 2")."""
-    pooled = str(encoders[sorted(encoders)[0]])
+    the documents of the first model and of POOLED (compounding on its own pooling) pooled per
+    POOL_FACTORS as (model, "document pooled F"), and the first's scores against documents
+    pooled by 2 as (model, "scores pooled 2")."""
+    first = sorted(encoders)[0]
     jobs: list[dict[str, Any]] = [
         {"model_dir": str(folder), "texts": TEXTS, "role": kind}
         for folder in encoders.values()
@@ -99,9 +104,17 @@ def expected(encoders: dict[str, Path]) -> dict[tuple[str, str], Vectors]:
         for folder in encoders.values()
     ]
     jobs += [
-        {"model_dir": pooled, "texts": TEXTS, "role": "document", "pool_factor": factor}
-        for factor in POOL_FACTORS
-    ] + [{"model_dir": pooled, "query": QUERY, "documents": DOCUMENTS, "pool_factor": 2}]
+        {"model_dir": str(encoders[name]), "texts": TEXTS, "role": "document", "pool_factor": f}
+        for name in (first, POOLED)
+        for f in POOL_FACTORS
+    ] + [
+        {
+            "model_dir": str(encoders[first]),
+            "query": QUERY,
+            "documents": DOCUMENTS,
+            "pool_factor": 2,
+        }
+    ]
     done = run_in_export_environment(
         [str(REPO_ROOT / "tests" / "mv_reference.py")], json.dumps(jobs)
     )
@@ -112,11 +125,11 @@ def expected(encoders: dict[str, Path]) -> dict[tuple[str, str], Vectors]:
             found[name, kind] = [np.asarray(each, np.float32) for each in next(answers)]
     for name in encoders:
         found[name, "scores"] = [np.asarray(next(answers), np.float32)]
-    first = sorted(encoders)[0]
-    for factor in POOL_FACTORS:
-        found[first, f"document pooled {factor}"] = [
-            np.asarray(each, np.float32) for each in next(answers)
-        ]
+    for name in (first, POOLED):
+        for factor in POOL_FACTORS:
+            found[name, f"document pooled {factor}"] = [
+                np.asarray(each, np.float32) for each in next(answers)
+            ]
     found[first, "scores pooled 2"] = [np.asarray(next(answers), np.float32)]
     return found
 
@@ -196,12 +209,17 @@ def test_each_role_has_its_own_length(
 ) -> None:
     """What the served answers were checked against shows the roles apart: the expansion
     pads and cuts every query of bert_colbert to 16 vectors, bert_plain cuts its queries at
-    24 tokens, and the long text's document keeps more."""
+    24 tokens, and the long text's document keeps more; bert_pooled's pipeline pools its
+    documents to fewer vectors than bert_colbert's (the same weights, prompts and skip-list)."""
     expanding = next(name for name in encoders if name.startswith("bert_colbert"))
     assert {len(vectors) for vectors in expected[expanding, "query"]} == {16}
     plain = next(name for name in encoders if name.startswith("bert_plain"))
     queries, documents = (expected[plain, kind][TEXTS.index(LONG_TEXT)] for kind in KINDS)
     assert len(queries) == 24 < len(documents), (len(queries), len(documents))
+    pairs = zip(expected[POOLED, "document"], expected[expanding, "document"], strict=True)
+    for pooled, unpooled in pairs:
+        # Two vectors leave one to cluster, which pooling keeps.
+        assert len(pooled) < len(unpooled) or len(unpooled) <= 2, (len(pooled), len(unpooled))
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -263,16 +281,18 @@ def test_a_document_requests_pool_factor_pools_as_token_pooling_does(
     expected: dict[tuple[str, str], Vectors],
     factor: float,
 ) -> None:
-    name = sorted(encoders)[0]
-    reference = expected[name, f"document pooled {factor}"]
-    unpooled = expected[name, "document"]
-    assert sum(map(len, reference)) < sum(map(len, unpooled)), "the reference pooled"
-    with EmbeddingClient(server.grpc_url, model=name) as client:
-        assert_vectors_match(client.embed_multi(TEXTS, pool_factor=factor), reference)
-    record = served_dir / "served" / f"{name}.encoder" / "1" / "export.json"
-    dims = int(json.loads(record.read_text())["embedding_dim"])
-    raw = _raw(_client(server, "grpc"), name, TEXTS, {"pool_factor": factor})
-    assert_vectors_match(_rows_by_hand(raw, dims), reference)
+    """On a model without pooling of its own, and on POOLED, where the request's pooling
+    compounds on the model's (what the model alone serves is expected[POOLED, "document"])."""
+    for name in (sorted(encoders)[0], POOLED):
+        reference = expected[name, f"document pooled {factor}"]
+        unpooled = expected[name, "document"]
+        assert sum(map(len, reference)) < sum(map(len, unpooled)), "the reference pooled"
+        with EmbeddingClient(server.grpc_url, model=name) as client:
+            assert_vectors_match(client.embed_multi(TEXTS, pool_factor=factor), reference)
+        record = served_dir / "served" / f"{name}.encoder" / "1" / "export.json"
+        dims = int(json.loads(record.read_text())["embedding_dim"])
+        raw = _raw(_client(server, "grpc"), name, TEXTS, {"pool_factor": factor})
+        assert_vectors_match(_rows_by_hand(raw, dims), reference)
 
 
 def test_rerank_with_pool_factor_scores_the_pooled_documents(

@@ -175,3 +175,14 @@ def test_a_models_pooling_covers_its_roles_and_a_request_compounds_on_it() -> No
     twice = TokenPooling(1.5).pool(TokenPooling(2, 0, False).pool(vectors[0]))
     assert mask.sum() == len(twice) == 1 + (6 - 1) // 1.5
     np.testing.assert_allclose(served[0, : len(twice)], twice, atol=1e-6)
+
+
+def test_a_decimal_pool_factor_counts_clusters_as_the_request_wrote_it() -> None:
+    """Six vectors to pool at 1.2 make 5 clusters (6 // 1.2), as sentence-transformers counts;
+    the float32 nearest 1.2 would make 4."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(1, 7, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=2, keepdims=True)
+    factors = row_factors(None, "document", 1.2)[None, :]
+    _, mask = pool_rows(vectors, np.ones((1, 7), np.int64), factors, None)
+    assert int(mask.sum()) == 1 + 5

@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The numpy type of each Triton data type a stage reads or writes.
-_NUMPY_TYPES = {"TYPE_STRING": "object", "TYPE_INT64": "int64", "TYPE_FP32": "float32"}
+_NUMPY_TYPES = {
+    "TYPE_STRING": "object",
+    "TYPE_INT64": "int64",
+    "TYPE_FP32": "float32",
+    "TYPE_FP64": "float64",
+}
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,8 @@ QUERY_VECTORS = Tensor("QUERY_VECTORS", "TYPE_FP32", (-1, -1))
 # VECTOR_MASK positions' vectors by, the model's own then the request's (0: that step does not
 # apply); the encoder answers with SERVED_MASK, the positions then served (a pooled row's first
 # n), which the serializer and the MaxSim scorer read as their VECTOR_MASK.
-POOL_FACTORS = Tensor("POOL_FACTORS", "TYPE_FP32", (2,))
-QUERY_POOL_FACTORS = Tensor("QUERY_POOL_FACTORS", "TYPE_FP32", (2,))
+POOL_FACTORS = Tensor("POOL_FACTORS", "TYPE_FP64", (2,))
+QUERY_POOL_FACTORS = Tensor("QUERY_POOL_FACTORS", "TYPE_FP64", (2,))
 SERVED_MASK = Tensor("SERVED_MASK", "TYPE_INT64", (-1,))
 # MUVERA (model_common.muvera): per text its one encoding, as a row of one vector [1, F], and a
 # mask of that one vector, which the multi-vector serializer writes as a row of one vector;
