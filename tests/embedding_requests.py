@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from harness.requests import text_inputs
 
@@ -45,3 +49,18 @@ def embed_float32(
 ) -> np.ndarray:
     rows = embed_raw(client, texts, model, **parameters)
     return np.frombuffer(rows.tobytes(), dtype="<f4").reshape(len(texts), -1)
+
+
+def assert_refused_alone(
+    good: Callable[[], np.ndarray], bad: Callable[[], object], named: str, rows: int
+) -> None:
+    """`bad` is refused with INVALID_ARG, its message naming `named`, while three `good`
+    requests sent beside it are each answered, `rows` rows each."""
+    with ThreadPoolExecutor(4) as pool:
+        answers = [pool.submit(good) for _ in range(3)]
+        with pytest.raises(InferenceServerException) as refused:
+            bad()
+        assert "INVALID_ARG" in str(refused.value.status()), refused.value
+        assert named in str(refused.value.message()), refused.value.message()
+        for answer in answers:
+            assert answer.result().shape[0] == rows

@@ -20,23 +20,20 @@ import json
 import shutil
 import string
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from embedding_catalog.catalog import FolderKind, folder_kind
 from embedding_catalog.tasks import MULTIVECTOR
 from model_common.multivector import DOCUMENT, QUERY, ROLES, MultiVectorRoles, Rows
 from model_common.token_pooling import ModelPooling, pool_rows, row_factors
-from tokenizers import Tokenizer
+from task_exports import ExportRun, assert_refused, export_each, run_export
 
 from harness.export_environment import run_in_export_environment
 from server.paths import REPO_ROOT
 
-EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 MV_REFERENCE = REPO_ROOT / "tests" / "mv_reference.py"
 MIN_COSINE = 0.9999
 MAX_SEQ_LENGTH = 128
@@ -163,26 +160,8 @@ FRESH_TEXTS = [
 FRESH_KEYS = [(name, role) for name in EXPECTED for role in ROLES]
 
 
-@dataclass(frozen=True)
-class Export:
-    """One multi-vector encoder's export: its folder, the repository written, and the output."""
-
-    folder: Path
-    repository: Path
-    returncode: int
-    output: str
-
-    @property
-    def record(self) -> dict[str, Any]:
-        return json.loads((self.repository / ENCODER / "export.json").read_text())
-
-    def session(self) -> ort.InferenceSession:
-        return ort.InferenceSession(
-            str(self.repository / ENCODER / "model.onnx"), providers=["CPUExecutionProvider"]
-        )
-
-    def tokenizer(self, folder: str = TOKENIZERS[0]) -> Tokenizer:
-        return Tokenizer.from_file(str(self.repository / folder / "tokenizer.json"))
+class Export(ExportRun):
+    """One multi-vector encoder's export, and what its served stages make of texts."""
 
     def roles(self) -> MultiVectorRoles:
         return MultiVectorRoles.from_record(self.record)
@@ -212,23 +191,14 @@ class Export:
 
 
 def export_folder(folder: Path, repository: Path, *args: str) -> Export:
-    result = run_in_export_environment(
-        [str(EXPORT_ONNX), f"--model-dir={folder}", f"--repository={repository}", *args],
-        check=False,
-    )
-    return Export(folder, repository, result.returncode, result.stdout + result.stderr)
+    return run_export(Export, MULTIVECTOR, folder, repository, *args)
 
 
 @pytest.fixture(scope="module")
 def exports(
     multivector_folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Export]:
-    return {
-        name: export_folder(
-            multivector_folders[name], tmp_path_factory.mktemp(f"repository_{name}")
-        )
-        for name in EXPECTED
-    }
+    return export_each(Export, MULTIVECTOR, multivector_folders, EXPECTED, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -529,10 +499,4 @@ def test_a_multivector_encoder_the_export_cannot_serve_is_refused(
     if breaking is not None:
         breaking(folder)
     repository = tmp_path / "repository"
-    export = export_folder(folder, repository, *arguments)
-    assert export.returncode != 0
-    # A refusal is one message, not a traceback.
-    assert "Traceback" not in export.output, export.output[-3000:]
-    for message in messages:
-        assert message in export.output, export.output[-3000:]
-    assert not repository.exists()
+    assert_refused(export_folder(folder, repository, *arguments), messages)

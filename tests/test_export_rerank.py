@@ -14,21 +14,19 @@ import json
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 import pytest
+from embedding_catalog.tasks import RERANK
 from export_records import assert_the_recorded_reranker_choices_replay
 from model_common.openvino_runtime import ov
-from tokenizers import Tokenizer
+from task_exports import ExportRun, assert_refused, export_each, run_export
 
 from harness.export_environment import run_in_export_environment
 from server.paths import REPO_ROOT
 
-EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
 CE_REFERENCE = REPO_ROOT / "tests" / "ce_reference.py"
 MAX_SCORE_DIFFERENCE = 1e-4
@@ -61,31 +59,6 @@ FRESH_PAIRS = [
 TRUNCATED = FRESH_PAIRS[-3:]
 
 
-@dataclass(frozen=True)
-class Export:
-    """One reranker's export: its folder, the repository written, and the run's output."""
-
-    folder: Path
-    repository: Path
-    returncode: int
-    output: str
-
-    @property
-    def record(self) -> dict[str, Any]:
-        return json.loads((self.repository / "reranker/scorer/1/export.json").read_text())
-
-    def session(self) -> ort.InferenceSession:
-        return ort.InferenceSession(
-            str(self.repository / "reranker/scorer/1/model.onnx"),
-            providers=["CPUExecutionProvider"],
-        )
-
-    def tokenizer(self) -> Tokenizer:
-        return Tokenizer.from_file(
-            str(self.repository / "reranker/pair_tokenizer/1/tokenizer.json")
-        )
-
-
 def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_in_export_environment([str(script), *args], check=False)
 
@@ -93,14 +66,8 @@ def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def exports(
     cross_encoder_folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Export]:
-    done = {}
-    for name in EXPECTED:
-        folder = cross_encoder_folders[name]
-        repository = tmp_path_factory.mktemp(f"repository_{name}")
-        result = run_script(EXPORT_ONNX, f"--model-dir={folder}", f"--repository={repository}")
-        done[name] = Export(folder, repository, result.returncode, result.stdout + result.stderr)
-    return done
+) -> dict[str, ExportRun]:
+    return export_each(ExportRun, RERANK, cross_encoder_folders, EXPECTED, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +80,7 @@ def cross_encoder(cross_encoder_folders: dict[str, Path]) -> dict[str, dict[str,
     return dict(zip(EXPECTED, json.loads(completed.stdout), strict=True))
 
 
-def prompted(export: Export, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def prompted(export: ExportRun, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The pairs as the pair tokenizer stage reads them unasked: the record's default prompt,
     if any, before each query."""
     record = export.record
@@ -122,7 +89,7 @@ def prompted(export: Export, pairs: list[tuple[str, str]]) -> list[tuple[str, st
 
 
 def score(
-    export: Export,
+    export: ExportRun,
     pairs: list[tuple[str, str]],
     zero_types: bool = False,
     run: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None,
@@ -148,7 +115,7 @@ def score(
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_reranker_exports_and_passes_its_score_check(
-    exports: dict[str, Export], name: str
+    exports: dict[str, ExportRun], name: str
 ) -> None:
     export = exports[name]
     assert export.returncode == 0, export.output[-3000:]
@@ -183,7 +150,7 @@ def test_each_reranker_exports_and_passes_its_score_check(
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_the_graph_scores_fresh_pairs_as_cross_encoder_predict(
-    exports: dict[str, Export], cross_encoder: dict[str, dict[str, Any]], name: str
+    exports: dict[str, ExportRun], cross_encoder: dict[str, dict[str, Any]], name: str
 ) -> None:
     ours = score(exports[name], FRESH_PAIRS)
     theirs = np.asarray(cross_encoder[name]["scores"], dtype=np.float32)
@@ -198,7 +165,7 @@ def test_the_graph_scores_fresh_pairs_as_cross_encoder_predict(
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_the_pair_tokenizer_gives_cross_encoders_ids_on_truncated_pairs(
-    exports: dict[str, Export], cross_encoder: dict[str, dict[str, Any]], name: str
+    exports: dict[str, ExportRun], cross_encoder: dict[str, dict[str, Any]], name: str
 ) -> None:
     tokenizer = exports[name].tokenizer()
     assert tokenizer.padding is None
@@ -216,7 +183,7 @@ def test_the_pair_tokenizer_gives_cross_encoders_ids_on_truncated_pairs(
         assert set(encodings[-1].type_ids) == {0, 1}
 
 
-def test_the_segments_reach_the_bert_graph(exports: dict[str, Export]) -> None:
+def test_the_segments_reach_the_bert_graph(exports: dict[str, ExportRun]) -> None:
     """Where the graph takes token type ids they change the score, so the checks on them
     (pair tokenizer and scores) would catch a wrong segment."""
     export = exports["bert"]
@@ -225,7 +192,7 @@ def test_the_segments_reach_the_bert_graph(exports: dict[str, Export]) -> None:
 
 
 def test_openvino_converts_a_reranker_and_records_its_choices(
-    exports: dict[str, Export], cross_encoder: dict[str, dict[str, Any]]
+    exports: dict[str, ExportRun], cross_encoder: dict[str, dict[str, Any]]
 ) -> None:
     export = exports["xlmr"]
     result = run_script(EXPORT_OPENVINO, f"--repository={export.repository}")
@@ -301,12 +268,4 @@ def test_a_reranker_the_export_cannot_serve_is_refused(
     if breaking is not None:
         breaking(folder)
     repository = tmp_path / "repository"
-    result = run_script(
-        EXPORT_ONNX, f"--model-dir={folder}", f"--repository={repository}", *arguments
-    )
-    assert result.returncode != 0
-    # A refusal is one message, not a traceback.
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    for message in messages:
-        assert message in result.stderr, result.stderr[-3000:]
-    assert not repository.exists()
+    assert_refused(run_export(ExportRun, RERANK, folder, repository, *arguments), messages)

@@ -15,19 +15,17 @@ import json
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from tokenizers import Tokenizer
+from embedding_catalog.tasks import SPARSE
+from task_exports import ExportRun, assert_refused, export_each, run_export
 
 from harness.export_environment import run_in_export_environment
 from server.paths import REPO_ROOT
 
-EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
 EXPORT_OPENVINO = REPO_ROOT / "export" / "export_openvino.py"
 SE_REFERENCE = REPO_ROOT / "tests" / "se_reference.py"
 MAX_VALUE_DIFFERENCE = 1e-4
@@ -84,48 +82,19 @@ FRESH_TEXTS = [
 ]
 
 
-@dataclass(frozen=True)
-class Export:
-    """One sparse encoder's export: its folder, the repository written, and the run's output."""
-
-    folder: Path
-    repository: Path
-    returncode: int
-    output: str
-
-    @property
-    def record(self) -> dict[str, Any]:
-        return json.loads((self.repository / "sparse/encoder/1/export.json").read_text())
-
-    def session(self) -> ort.InferenceSession:
-        return ort.InferenceSession(
-            str(self.repository / "sparse/encoder/1/model.onnx"),
-            providers=["CPUExecutionProvider"],
-        )
-
-    def tokenizer(self) -> Tokenizer:
-        return Tokenizer.from_file(str(self.repository / "shared/tokenizer/1/tokenizer.json"))
-
-
 def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_in_export_environment([str(script), *args], check=False)
 
 
-def export_folder(folder: Path, repository: Path, *args: str) -> Export:
-    result = run_script(EXPORT_ONNX, f"--model-dir={folder}", f"--repository={repository}", *args)
-    return Export(folder, repository, result.returncode, result.stdout + result.stderr)
+def export_folder(folder: Path, repository: Path, *args: str) -> ExportRun:
+    return run_export(ExportRun, SPARSE, folder, repository, *args)
 
 
 @pytest.fixture(scope="module")
 def exports(
     sparse_encoder_folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Export]:
-    return {
-        name: export_folder(
-            sparse_encoder_folders[name], tmp_path_factory.mktemp(f"repository_{name}")
-        )
-        for name in EXPECTED
-    }
+) -> dict[str, ExportRun]:
+    return export_each(ExportRun, SPARSE, sparse_encoder_folders, EXPECTED, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +123,7 @@ def sparse_encoder(
     return rows
 
 
-def encode(export: Export, texts: list[str], prompt: str = "") -> np.ndarray:
+def encode(export: ExportRun, texts: list[str], prompt: str = "") -> np.ndarray:
     """The exported graph on the served tokenizer's ids (the prompt put before each text, as the
     tokenizer stage does), padded on the right as the server pads."""
     encodings = export.tokenizer().encode_batch([prompt + text for text in texts])
@@ -182,7 +151,7 @@ def assert_the_same_rows(ours: np.ndarray, theirs: np.ndarray) -> None:
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_each_sparse_encoder_exports_and_passes_its_check(
-    exports: dict[str, Export], name: str
+    exports: dict[str, ExportRun], name: str
 ) -> None:
     export = exports[name]
     assert export.returncode == 0, export.output[-3000:]
@@ -232,7 +201,7 @@ def test_each_sparse_encoder_exports_and_passes_its_check(
 
 @pytest.mark.parametrize("key", FRESH_KEYS, ids=[f"{name}-{prompt}" for name, prompt in FRESH_KEYS])
 def test_the_graph_encodes_fresh_texts_as_sparse_encoder(
-    exports: dict[str, Export],
+    exports: dict[str, ExportRun],
     sparse_encoder: dict[tuple[str, str | None], np.ndarray],
     key: tuple[str, str | None],
 ) -> None:
@@ -250,12 +219,12 @@ def test_the_graph_encodes_fresh_texts_as_sparse_encoder(
     assert theirs[theirs > 0].std() > 0.1
 
 
-def test_the_truncated_text_is_cut_at_the_max_length(exports: dict[str, Export]) -> None:
+def test_the_truncated_text_is_cut_at_the_max_length(exports: dict[str, ExportRun]) -> None:
     (encoding,) = exports["bert_sum"].tokenizer().encode_batch([WORDS])
     assert len(encoding.ids) == MAX_SEQ_LENGTH
 
 
-def test_sum_and_max_pooling_differ(exports: dict[str, Export]) -> None:
+def test_sum_and_max_pooling_differ(exports: dict[str, ExportRun]) -> None:
     """The two models share their weights: the same terms are active, and only the pooling
     tells their values apart (a sum over the tokens is at least their max)."""
     maxima = encode(exports["bert_max"], FRESH_TEXTS)
@@ -351,16 +320,10 @@ def test_a_sparse_encoder_the_export_cannot_serve_is_refused(
     if breaking is not None:
         breaking(folder)
     repository = tmp_path / "repository"
-    export = export_folder(folder, repository, *arguments)
-    assert export.returncode != 0
-    # A refusal is one message, not a traceback.
-    assert "Traceback" not in export.output, export.output[-3000:]
-    for message in messages:
-        assert message in export.output, export.output[-3000:]
-    assert not repository.exists()
+    assert_refused(export_folder(folder, repository, *arguments), messages)
 
 
-def test_openvino_refuses_a_sparse_export(exports: dict[str, Export]) -> None:
+def test_openvino_refuses_a_sparse_export(exports: dict[str, ExportRun]) -> None:
     export = exports["bert_sum"]
     result = run_script(EXPORT_OPENVINO, f"--repository={export.repository}")
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from embedding_catalog.tasks import MULTIVECTOR_SERIALIZER
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient
-from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client
+from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, assert_refused_alone
 from served_catalog import post_json
-from tritonclient.utils import InferenceServerException
 
 from harness.catalog_files import catalog_beside_minilm
 from harness.export_environment import run_in_export_environment
@@ -339,14 +338,8 @@ def test_bad_input_is_refused_alone_naming_it(
 ) -> None:
     name = sorted(encoders)[0]
     client = grpcclient.InferenceServerClient(server.grpc_url)
-    with ThreadPoolExecutor(4) as pool:
-        answers = [pool.submit(_raw, client, name, TEXTS) for _ in range(3)]
-        with pytest.raises(InferenceServerException) as refused:
-            _raw(client, name, texts, parameters)
-        assert "INVALID_ARG" in str(refused.value.status()), refused.value
-        assert named in str(refused.value.message()), refused.value.message()
-        for answer in answers:
-            assert answer.result().shape[0] == len(TEXTS)
+    good = partial(_raw, client, name, TEXTS)
+    assert_refused_alone(good, partial(_raw, client, name, texts, parameters), named, len(TEXTS))
 
 
 def test_the_embed_multi_command_prints_each_texts_vectors(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from embedding_client import EmbeddingClient
-from embedding_requests import LONG_TEXT, SAMPLE_TEXTS
+from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, assert_refused_alone
 from model_common.muvera import MuveraDraws, draw, encode_document, encode_query
 from model_common.options import muvera_parameters
-from tritonclient.utils import InferenceServerException
 
 from harness.export_environment import run_in_export_environment
 from harness.server import RunningServer, running_server
@@ -175,14 +174,8 @@ def _raw(url: str, parameters: dict[str, Any]) -> np.ndarray:
 def test_a_bad_parameter_is_refused_naming_it_while_others_answer(
     server: RunningServer, parameters: dict[str, Any], named: str
 ) -> None:
-    with ThreadPoolExecutor(4) as pool:
-        answers = [pool.submit(_raw, server.grpc_url, {}) for _ in range(3)]
-        with pytest.raises(InferenceServerException) as refused:
-            _raw(server.grpc_url, parameters)
-        assert "INVALID_ARG" in str(refused.value.status()), refused.value
-        assert f"invalid_parameter '{named}'" in str(refused.value.message()), refused.value
-        for answer in answers:
-            assert answer.result().shape[0] == len(TEXTS)
+    good, bad = (partial(_raw, server.grpc_url, each) for each in ({}, parameters))
+    assert_refused_alone(good, bad, f"invalid_parameter '{named}'", len(TEXTS))
 
 
 def test_the_encodings_rank_documents_as_maxsim_does(

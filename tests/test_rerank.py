@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,9 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from embedding_client import AsyncEmbeddingClient, EmbeddingClient, InvalidInputError, Ranked
 from embedding_client.errors import AccessError
-from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, embed_float32
+from embedding_requests import LONG_TEXT, SAMPLE_TEXTS, Client, assert_refused_alone, embed_float32
 from export_records import assert_the_recorded_reranker_choices_replay
 from served_catalog import post_json
-from tritonclient.utils import InferenceServerException
 
 from harness.catalog_files import catalog_beside_minilm
 from harness.edge import running_edge, tenant_toml
@@ -218,14 +217,10 @@ def test_bad_input_is_refused_alone_naming_it(
     name = next(iter(rerankers))
     client = grpcclient.InferenceServerClient(server.grpc_url)
     good = _pairs()
-    with ThreadPoolExecutor(4) as pool:
-        answers = [pool.submit(_score, client, name, good) for _ in range(3)]
-        with pytest.raises(InferenceServerException) as refused:
-            _score(client, name, pairs, parameters)
-        assert "INVALID_ARG" in str(refused.value.status()), refused.value
-        assert named in str(refused.value.message()), refused.value.message()
-        for answer in answers:
-            assert answer.result().shape == (len(good),)
+    answered = partial(_score, client, name, good)
+    assert_refused_alone(
+        answered, partial(_score, client, name, pairs, parameters), named, len(good)
+    )
 
 
 # More documents than one request holds (the ensemble's max_batch_size, 64):
