@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.model_builds import ModelBuilds
 from harness.multivector_models import DOCUMENT, MultiVectorModel, save_multivector_encoder
-from harness.rerank_bench_models import MAX_LENGTH, SEED, has_bert_shape, vocabulary_folder
+from harness.rerank_bench_models import MAX_LENGTH, SEED, bench_tokenizer, has_bert_shape
 
 
 @dataclass(frozen=True)
@@ -82,14 +82,9 @@ def build_bench_model(spec: MultiVectorBenchModel, out_dir: Path) -> Path:
     if _is_built(target, spec):
         return target
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import BertConfig, BertModel
 
-    tokenizer = AutoTokenizer.from_pretrained(str(vocabulary_folder()), model_max_length=MAX_LENGTH)
-    # The source is a bi-encoder's tokenizer, saved with its 128-token call settings: here the
-    # max length alone decides truncation.
-    tokenizer.init_kwargs.pop("max_length", None)
-    tokenizer.backend_tokenizer.no_truncation()
-    tokenizer.backend_tokenizer.no_padding()
+    tokenizer = bench_tokenizer()
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=spec.hidden,

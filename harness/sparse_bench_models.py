@@ -23,13 +23,9 @@ import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.model_builds import Build, ModelBuilds
-from harness.rerank_bench_models import MAX_LENGTH, SEED, has_bert_shape, vocabulary_folder
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast
+from harness.rerank_bench_models import MAX_LENGTH, SEED, bench_tokenizer, has_bert_shape
 
 
 @dataclass(frozen=True)
@@ -60,18 +56,6 @@ BENCH_MODELS: tuple[SparseBenchModel, ...] = (
 )
 
 
-def _tokenizer() -> PreTrainedTokenizerFast:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(vocabulary_folder()), model_max_length=MAX_LENGTH)
-    # The source is a bi-encoder's tokenizer, saved with its 128-token call settings: here the
-    # max length alone decides truncation.
-    tokenizer.init_kwargs.pop("max_length", None)
-    tokenizer.backend_tokenizer.no_truncation()
-    tokenizer.backend_tokenizer.no_padding()
-    return tokenizer
-
-
 def _replace(target: Path, partial_folder: Path) -> Path:
     """Renamed whole: a folder that is there is complete."""
     shutil.rmtree(target, ignore_errors=True)
@@ -99,7 +83,7 @@ def build_sparse(spec: SparseBenchModel, out_dir: Path) -> Path:
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
     from transformers import BertConfig, BertForMaskedLM
 
-    tokenizer = _tokenizer()
+    tokenizer = bench_tokenizer()
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=spec.hidden,
