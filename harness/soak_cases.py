@@ -174,7 +174,7 @@ def _triton_case(route: str, protocol: str, call: Call[Any], key: str | None) ->
             return _triton_error(error)
         except (TimeoutError, aiohttp.ClientError) as error:
             return Answer(UNANSWERED, f"{type(error).__name__}: {error}")
-        return Answer(OK, rows=_rows(call.finish([result.as_numpy(call.output)])))
+        return Answer(OK, rows=_rows(call.finish([call.answer(result)])))
 
     return send
 
@@ -341,7 +341,9 @@ def _bad_call(
 ) -> Call[Any]:
     """A call the client would refuse before sending: the server's refusal
     is what is soaked."""
-    return Call(model, parameters, output, lambda _: split_texts(list(texts), len(texts)), list)
+    return Call.of_output(
+        model, parameters, output, lambda _: split_texts(list(texts), len(texts)), list
+    )
 
 
 def bad_cases() -> list[Case]:

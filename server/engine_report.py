@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from embedding_catalog.tasks import EMBED, RERANK, SPARSE, VERSION
+from embedding_catalog.tasks import EMBED, M3, RERANK, SPARSE, VERSION
 from model_common.openvino_setting import Setting, exported_setting
 from model_common.processor import this_processor
 
@@ -129,12 +129,29 @@ def _sparse_line(name: str, root: Path) -> str:
     )
 
 
+def _m3_line(name: str, root: Path) -> str:
+    """A BGE-M3 model's encoder: ONNX Runtime in float32, each output checked against
+    BGEM3FlagModel.encode."""
+    record = stage_record(root, M3.engine_stage("onnxruntime"))
+    differences = ", ".join(
+        f"{output} {record.get(f'max_{output}_difference')}"
+        for output in ("dense", "sparse", "colbert")
+    )
+    return (
+        f"{name}: BGE-M3 encoder, engine onnxruntime, precision f32; max difference to "
+        f"BGEM3FlagModel {differences} over {record.get('num_check_texts')} texts (bar "
+        f"{record.get('max_difference_allowed')})"
+    )
+
+
 def engine_line(model: CatalogModel) -> str:
     """The start line of a catalog model as the launcher serves it."""
     if model.task == "rerank":
         return _rerank_line(model, engine_of(model), export_root(model))
     if model.task == "sparse":
         return _sparse_line(model.name, export_root(model))
+    if model.task == M3.name:
+        return _m3_line(model.name, export_root(model))
     return embedder_line(model, engine_of(model), export_root(model))
 
 

@@ -114,10 +114,6 @@ def _entry_points(out: Path, model: CatalogModel) -> None:
         source = MODEL_REPOSITORY / ensemble / "config.pbtxt"
         edits = [_stage_name(engine, model.engine_stage)]
         text = source.read_text()
-        # The shipped ensembles that serialize call `serializer`, the sparse one too.
-        serializer = model.serializer
-        if serializer is not None and serializer != SERIALIZER and f'"{SERIALIZER}"' in text:
-            edits.append(_stage_name(SERIALIZER, serializer))
         # A token ids entry point has no tokenizer step.
         if f'"{tokenizer}"' in text:
             edits.append(_stage_name(tokenizer, model.tokenizer))
@@ -153,7 +149,7 @@ def write_served_repository(
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    serializers = {SERIALIZER} | {model.serializer for model in catalog.models} - {None}
+    serializers = {SERIALIZER} | {name for model in catalog.models for name in model.serializers}
     for serializer in sorted(serializers):
         (out / serializer).symlink_to(MODEL_REPOSITORY / SERIALIZER_FOLDERS[serializer])
     for model in catalog.models:

@@ -109,3 +109,13 @@ def sparse_encoder_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     out = tmp_path_factory.mktemp("sparse_encoders")
     sparse_encoder_models.build_in_export_environment(out)
     return {name: out / name for name in sparse_encoder_models.SPARSE_ENCODER_NAMES}
+
+
+@pytest.fixture(scope="session")
+def m3_folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The BGE-M3-shaped folder (harness/m3_models.py: bge_m3, XLM-RoBERTa with the ColBERT and
+    sparse heads beside it), random weights; the tests copy it before they change it."""
+    # Imported here: this fixture is appended after the module's other definitions.
+    from harness import m3_models
+
+    return m3_models.build_in_export_environment(tmp_path_factory.mktemp("m3_models"))

@@ -20,6 +20,8 @@ from harness.export_environment import run_in_export_environment
 from server.paths import REPO_ROOT
 
 EXPORT_ONNX = REPO_ROOT / "export" / "export_onnx.py"
+# How every such task's export.json starts (task_export.Exported.opening_record).
+OPENING_KEYS = ["task", "graph", "model_dir", "model_type", "architecture", "modules"]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from embedding_catalog.catalog import FolderKind, folder_kind
 from embedding_catalog.tasks import MULTIVECTOR
 from model_common.multivector import DOCUMENT, QUERY, ROLES, MultiVectorRoles, Rows
 from model_common.token_pooling import ModelPooling, pool_rows, row_factors
-from task_exports import ExportRun, assert_refused, export_each, run_export
+from task_exports import OPENING_KEYS, ExportRun, assert_refused, export_each, run_export
 
 from harness.export_environment import run_in_export_environment
 from server.paths import REPO_ROOT
@@ -112,12 +112,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
 }
 RECORD_KEYS = [
-    "task",
-    "graph",
-    "model_dir",
-    "model_type",
-    "architecture",
-    "modules",
+    *OPENING_KEYS,
     "inputs",
     "max_seq_length",
     "vocab_size",

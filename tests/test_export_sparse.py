@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from embedding_catalog.tasks import SPARSE
-from task_exports import ExportRun, assert_refused, export_each, run_export
+from task_exports import OPENING_KEYS, ExportRun, assert_refused, export_each, run_export
 
 from harness.export_environment import run_in_export_environment
 from server.paths import REPO_ROOT
@@ -40,12 +40,7 @@ EXPECTED: dict[str, tuple[str, dict[str, str]]] = {
     "bert_sum": ("sum", {}),
 }
 RECORD_KEYS = [
-    "task",
-    "graph",
-    "model_dir",
-    "model_type",
-    "architecture",
-    "modules",
+    *OPENING_KEYS,
     "pooling_strategy",
     "activation_function",
     "inputs",

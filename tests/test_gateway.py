@@ -625,7 +625,7 @@ def test_command_line_serves_each_model_given() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ([], "give at least one --model, --reranker, --sparse or --multivector"),
+        ([], "give at least one --model, --reranker, --sparse, --multivector or --m3"),
         (["--reranker=a/b"], "'a/b' is not a Triton model name"),
         (
             ["--model=embed={tokenizer}", "--reranker=embed"],

@@ -61,6 +61,7 @@ STAGE_OUTPUTS = {
     "multivector/encoder": "TOKEN_VECTORS",
     "multivector/maxsim": "SCORE",
     "multivector/muvera": "MUVERA_VECTORS",
+    "m3/encoder": "SERVED_MASK",
     "tensorrt_gpu/embedder": "NORM",
     "torch_gpu/embedder": "EMBEDDING",
 }

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from embedding_catalog import toml
 from embedding_catalog.hub import HubSource, cached_snapshot, hub_source, not_cached
-from embedding_catalog.tasks import EMBED, SERIALIZER, TASKS, TASKS_BY_MODEL_TYPE, Task
+from embedding_catalog.tasks import EMBED, SERIALIZER, TASKS, TASKS_BY_MODEL_TYPE, Task, folder_task
 
 # auto: on a server with the packaged model's TensorRT engine (built on its
 # GPU by export/export_tensorrt.py), that engine; otherwise OpenVINO where
@@ -110,16 +110,15 @@ class CatalogModel:
         return (self.tokenizer, self.engine_stage, *more)
 
     @property
-    def serializer(self) -> str | None:
-        """The shared serializer its entry points end in, if any."""
-        return self.task_declaration.serializer
+    def serializers(self) -> tuple[str, ...]:
+        """The shared serializers its entry points end in."""
+        return self.task_declaration.serializers
 
     @property
     def stages(self) -> tuple[str, ...]:
         """Every model its entry points' ensembles call: its own stages and
-        its serializer."""
-        serializer = self.serializer
-        return self.own_stages if serializer is None else (*self.own_stages, serializer)
+        its serializers."""
+        return (*self.own_stages, *self.serializers)
 
     def triton_models(self) -> tuple[str, ...]:
         """The Triton models this entry adds to a server."""
@@ -270,7 +269,7 @@ def folder_kind(folder: Path) -> FolderKind | str:
         if not isinstance(document, dict):
             return f"{path}: not a JSON object"
         model_type = document.get("model_type", model_type)
-    task = TASKS_BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
+    task = folder_task(model_type, lambda name: (folder / name).is_file())
     if task is None:
         return (
             f"{path}: model_type {model_type!r} is no model this server knows "

@@ -8,7 +8,7 @@ head, a check, its stages' code (docs/adding_a_task.md). Standard library only."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -42,8 +42,8 @@ class Task:
     # Its entry points: the suffix after each catalog name, and the model_repository folder
     # of the ensemble served under it.
     entry_points: Mapping[str, str]
-    # The shared serializer its entry points end in, if any.
-    serializer: str | None
+    # The shared serializers its entry points end in, each called by its own name in them.
+    serializers: tuple[str, ...]
     # The engine stage's parameter giving its threads (what the load probe compiles for).
     threads_parameter: str
     # Every version folder that reads the export's record, beyond its stages'.
@@ -58,6 +58,9 @@ class Task:
     # Other tasks whose requests its models answer too, each with the entry point (its
     # suffix) that answers them: the gateway serves them on those tasks' routes.
     also_serves: Mapping[str, str] = field(default_factory=dict)
+    # Files whose presence makes a folder this task's whatever its model_type says (bge-m3's
+    # heads beside a plain SentenceTransformer's modules).
+    folder_files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Declared as plain dicts, kept read-only.
@@ -127,7 +130,7 @@ EMBED = Task(
     },
     stage_suffix=".embedder",
     entry_points={"": "shared/embed", TOKENS_SUFFIX: "shared/embed_tokens"},
-    serializer=SERIALIZER,
+    serializers=(SERIALIZER,),
     threads_parameter="threads",
     # The PyTorch embedder of the GPU kit reads it too.
     more_records=("torch_gpu/embedder/1",),
@@ -142,7 +145,7 @@ RERANK = Task(
     stage_suffix=".scorer",
     entry_points={"": "reranker/rerank"},
     # Scores need no serializer.
-    serializer=None,
+    serializers=(),
     threads_parameter="intra_op_num_threads",
 )
 SPARSE = Task(
@@ -154,7 +157,7 @@ SPARSE = Task(
     engine_stages={"onnxruntime": "sparse/encoder"},
     stage_suffix=".encoder",
     entry_points={"": "sparse/embed_sparse"},
-    serializer=SPARSE_SERIALIZER,
+    serializers=(SPARSE_SERIALIZER,),
     threads_parameter="intra_op_num_threads",
 )
 
@@ -174,7 +177,7 @@ MULTIVECTOR = Task(
         "_rerank": "multivector/rerank",
         "_muvera": "multivector/embed_muvera",
     },
-    serializer=MULTIVECTOR_SERIALIZER,
+    serializers=(MULTIVECTOR_SERIALIZER,),
     threads_parameter="intra_op_num_threads",
     # The MUVERA stage needs nothing of the model's, but a further stage is the launcher's one
     # way to serve a stage beside a model's (each model gets its own, named NAME.muvera).
@@ -188,12 +191,45 @@ MULTIVECTOR = Task(
     also_serves={"rerank": "_rerank"},
 )
 
+M3 = Task(
+    name="m3",
+    # BGE-M3 is no sentence-transformers class: its folder is a SentenceTransformer's (CLS,
+    # Normalize) with two heads beside it, read by FlagEmbedding's BGEM3FlagModel.
+    model_type="BGEM3FlagModel",
+    kind="BGE-M3 encoder",
+    tokenizer_stage="shared/tokenizer",
+    engine_stages={"onnxruntime": "m3/encoder"},
+    stage_suffix=".encoder",
+    # NAME: texts to any of the dense vector, the sparse token weights and the token vectors,
+    # from one pass; a request names the outputs it wants. NAME_tokens: the same from token ids,
+    # which the gateway sends, having counted the tokens.
+    entry_points={"": "m3/embed_m3", TOKENS_SUFFIX: "m3/embed_m3_tokens"},
+    serializers=(SERIALIZER, SPARSE_SERIALIZER, MULTIVECTOR_SERIALIZER),
+    threads_parameter="intra_op_num_threads",
+    # An embedding request asks NAME for the dense output only, a sparse one for the sparse
+    # output only: the embedding and sparse routes serve it as they are.
+    also_serves={"embed": "", "sparse": ""},
+    folder_files=("colbert_linear.pt", "sparse_linear.pt"),
+)
+
 TASKS: Mapping[str, Task] = MappingProxyType(
-    {task.name: task for task in (EMBED, RERANK, SPARSE, MULTIVECTOR)}
+    {task.name: task for task in (EMBED, RERANK, SPARSE, MULTIVECTOR, M3)}
 )
 TASKS_BY_MODEL_TYPE: Mapping[str, Task] = MappingProxyType(
     {task.model_type: task for task in TASKS.values()}
 )
+
+
+def folder_task(model_type: object, holds: Callable[[str], bool]) -> Task | None:
+    """The task of a folder whose config_sentence_transformers.json names `model_type`, where
+    `holds` says whether the folder has a file: a task whose folder_files it has, else the
+    one of that model_type; None: no task of this server."""
+    for task in TASKS.values():
+        if task.folder_files and all(holds(name) for name in task.folder_files):
+            return task
+    return TASKS_BY_MODEL_TYPE.get(model_type) if isinstance(model_type, str) else None
+
+
 # The serializers a catalog may need, each a model_repository folder's backend.
 SERIALIZER_FOLDERS = MappingProxyType(
     {

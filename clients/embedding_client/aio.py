@@ -19,8 +19,9 @@ import tritonclient.http.aio as httpaio
 from embedding_client import transport
 from embedding_client.base import ClientBase
 from embedding_client.batching import Request
-from embedding_client.call import Call, Result
+from embedding_client.call import Answer, Call, Result
 from embedding_client.errors import RETRY_AFTER, note_http_answer, triton_errors
+from embedding_client.m3 import M3Kwargs, M3Options, M3Result, m3_call
 from embedding_client.multivector import multivector_call
 from embedding_client.muvera import muvera_call
 from embedding_client.options import (
@@ -60,15 +61,15 @@ class _AsyncTransport:
         self._options = options
         self._retrier = Retrier(connection.retry)
 
-    async def infer(self, call: Call[Any], request: Request, headers: Headers) -> np.ndarray:
-        async def attempt() -> np.ndarray:
+    async def infer(self, call: Call[Any], request: Request, headers: Headers) -> Answer:
+        async def attempt() -> Answer:
             # The slot is held by a send, not by the wait before a retry.
             with triton_errors(self._connection_errors):
                 async with self._slots:
                     result = await transport.infer(
                         self._client, self._module, call, request, headers, self._options
                     )
-            return result.as_numpy(call.output)
+            return call.answer(result)
 
         return await self._retrier.run_async(attempt)
 
@@ -194,6 +195,13 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
         call = muvera_call(self.model, texts, MuveraOptions(input_type=kind, **options))
         return await self._run(call)
 
+    async def embed_m3(self, texts: str | Sequence[str], **options: Unpack[M3Kwargs]) -> M3Result:
+        """A BGE-M3 model's outputs for each text, from one pass: those named in outputs
+        ("dense", "sparse", "multivector"; dense by default), None for the others; the
+        client's model must be a BGE-M3 model."""
+        call = m3_call(self.model, texts, M3Options(**options))
+        return await self._run(call)
+
     async def max_batch_size(self, model: str) -> int:
         if model not in self._limits:
             config = await self._transport.model_config(model, self._headers)
@@ -207,7 +215,7 @@ class AsyncEmbeddingClient(ClientBase[_AsyncGrpcTransport | _AsyncHttpTransport]
         requests = call.split(await self.max_batch_size(call.model))
         return call.finish(await self._gather(call, requests))
 
-    async def _gather(self, call: Call[Any], requests: list[Request]) -> list[np.ndarray]:
+    async def _gather(self, call: Call[Any], requests: list[Request]) -> list[Answer]:
         """Every request's output, all in flight at once, in order."""
         tasks = [
             asyncio.ensure_future(self._transport.infer(call, request, self._headers))

@@ -18,13 +18,14 @@ import tritonclient.http as httpclient
 
 from embedding_client.base import ClientBase
 from embedding_client.batching import Request
-from embedding_client.call import Call, Result
+from embedding_client.call import Answer, Call, Result
 from embedding_client.errors import (
     RETRY_AFTER,
     EmbeddingError,
     note_http_answer,
     triton_errors,
 )
+from embedding_client.m3 import M3Kwargs, M3Options, M3Result, m3_call
 from embedding_client.multivector import multivector_call
 from embedding_client.muvera import muvera_call
 from embedding_client.options import (
@@ -73,18 +74,16 @@ class _GrpcTransport:
 
         return self._retrier.run(attempt)
 
-    def infer_all(
-        self, call: Call[Any], requests: list[Request], headers: Headers
-    ) -> list[np.ndarray]:
+    def infer_all(self, call: Call[Any], requests: list[Request], headers: Headers) -> list[Answer]:
         return list(self._pool.map(partial(self._infer, call, headers), requests))
 
-    def _infer(self, call: Call[Any], headers: Headers, request: Request) -> np.ndarray:
-        def attempt() -> np.ndarray:
+    def _infer(self, call: Call[Any], headers: Headers, request: Request) -> Answer:
+        def attempt() -> Answer:
             with triton_errors():
                 result = infer(
                     self._client, grpcclient, call, request, headers, self._infer_options
                 )
-            return result.as_numpy(call.output)
+            return call.answer(result)
 
         return self._retrier.run(attempt)
 
@@ -136,24 +135,22 @@ class _HttpTransport:
 
         return self._retrier.run(attempt)
 
-    def infer_all(
-        self, call: Call[Any], requests: list[Request], headers: Headers
-    ) -> list[np.ndarray]:
-        def attempt(request: Request) -> np.ndarray:
+    def infer_all(self, call: Call[Any], requests: list[Request], headers: Headers) -> list[Answer]:
+        def attempt(request: Request) -> Answer:
             with triton_errors():
                 result = infer(
                     self._client, httpclient, call, request, headers, self._infer_options
                 )
-            return result.as_numpy(call.output)
+            return call.answer(result)
 
-        def first(request: Request) -> np.ndarray | EmbeddingError:
+        def first(request: Request) -> Answer | EmbeddingError:
             # Returned, not raised: gevent prints a greenlet's exception.
             try:
                 return attempt(request)
             except EmbeddingError as error:
                 return error
 
-        def outcome(sent: gevent.Greenlet) -> np.ndarray:
+        def outcome(sent: gevent.Greenlet) -> Answer:
             answer = sent.get()
             if isinstance(answer, EmbeddingError):
                 raise answer
@@ -232,6 +229,13 @@ class EmbeddingClient(ClientBase[_GrpcTransport | _HttpTransport]):
         dim_proj, r_reps, seed: fastembed's Muvera's (None: the server's defaults)."""
         kind = options.pop("kind", None)
         call = muvera_call(self.model, texts, MuveraOptions(input_type=kind, **options))
+        return self._run(call)
+
+    def embed_m3(self, texts: str | Sequence[str], **options: Unpack[M3Kwargs]) -> M3Result:
+        """A BGE-M3 model's outputs for each text, from one pass: those named in outputs
+        ("dense", "sparse", "multivector"; dense by default), None for the others; the
+        client's model must be a BGE-M3 model."""
+        call = m3_call(self.model, texts, M3Options(**options))
         return self._run(call)
 
     def max_batch_size(self, model: str) -> int:

@@ -26,12 +26,16 @@ def multivector_call(
 ) -> Call[list[np.ndarray]]:
     """The call, or InvalidInputError naming what is wrong with it."""
     split = partial(split_texts, checked_texts(texts))
-    return Call(
-        model, options.parameters(), MULTIVECTOR_OUTPUT, split, partial(_vectors, options.dtype)
+    return Call.of_output(
+        model,
+        options.parameters(),
+        MULTIVECTOR_OUTPUT,
+        split,
+        partial(multivector_rows, options.dtype),
     )
 
 
-def _vectors(dtype: str, parts: Sequence[np.ndarray]) -> list[np.ndarray]:
+def multivector_rows(dtype: str, parts: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Each text's vectors, in order, from each request's answer."""
     vectors: list[np.ndarray] = []
     for part in parts:

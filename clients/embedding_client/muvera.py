@@ -24,7 +24,7 @@ def muvera_call(model: str, texts: str | Sequence[str], options: MuveraOptions) 
     """The call of `model`'s MUVERA entry point (`model` is the catalog name), or
     InvalidInputError naming what is wrong with it."""
     split = partial(split_texts, checked_texts(texts))
-    return Call(
+    return Call.of_output(
         model + MUVERA_SUFFIX,
         options.parameters(),
         MULTIVECTOR_OUTPUT,

@@ -191,7 +191,7 @@ def check(options: object, declared: Mapping[str, Option]) -> None:
             raise invalid(name, problem)
 
 
-def _check_dtype(dtype: object, dtypes: Mapping[str, object], rows: str) -> None:
+def check_dtype(dtype: object, dtypes: Mapping[str, object], rows: str) -> None:
     if dtype not in dtypes:
         raise invalid(
             "dtype", f"unknown dtype {dtype!r}{rows}; expected one of {', '.join(dtypes)}"
@@ -231,7 +231,7 @@ class EmbedOptions(TextOptions):
     normalize: bool = OPTION_DEFAULTS["normalize"]
 
     def __post_init__(self) -> None:
-        _check_dtype(self.dtype, ROW_DTYPES, "")
+        check_dtype(self.dtype, ROW_DTYPES, "")
         check(self, {name: o for name, o in ROW_OPTIONS.items() if name != "dtype"})
         super().__post_init__()
 
@@ -255,7 +255,7 @@ class SparseOptions(TextOptions):
     max_active_dims: int | None = None
 
     def __post_init__(self) -> None:
-        _check_dtype(self.dtype, SPARSE_VALUE_DTYPES, " for sparse rows")
+        check_dtype(self.dtype, SPARSE_VALUE_DTYPES, " for sparse rows")
         check(self, {name: o for name, o in SPARSE_ROW_OPTIONS.items() if name != "dtype"})
         super().__post_init__()
 
@@ -278,7 +278,7 @@ class MultiVectorOptions(TextOptions):
     pool_factor: float | None = None
 
     def __post_init__(self) -> None:
-        _check_dtype(self.dtype, ROW_DTYPES, " for multi-vector rows")
+        check_dtype(self.dtype, ROW_DTYPES, " for multi-vector rows")
         check(self, POOLING_OPTIONS)
         # As the server refuses it: sentence-transformers pools documents only by default.
         if self.pool_factor is not None and (self.input_type or MULTIVECTOR_KIND) == "query":
@@ -311,7 +311,7 @@ class MuveraOptions(TextOptions):
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        _check_dtype(self.dtype, ROW_DTYPES, " for MUVERA rows")
+        check_dtype(self.dtype, ROW_DTYPES, " for MUVERA rows")
         for name, option in MUVERA_OPTIONS.items():
             problem = option.problem(getattr(self, name.removeprefix(_MUVERA_PREFIX)))
             if problem is not None:

@@ -43,7 +43,9 @@ def embedding_call(
     model: str, split: Callable[[int], list[Request]], options: EmbedOptions
 ) -> Call[np.ndarray]:
     """Rows of the options' dtype from `model`, [N, k]."""
-    return Call(model, options.parameters(), OUTPUT, split, partial(assemble, dtype=options.dtype))
+    return Call.of_output(
+        model, options.parameters(), OUTPUT, split, partial(assemble, dtype=options.dtype)
+    )
 
 
 @dataclass(frozen=True)

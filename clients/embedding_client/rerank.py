@@ -49,7 +49,7 @@ def rerank_call(
     options = TextOptions(prompt_name=prompt_name, truncate=truncate)
     parameters: Parameters = {name: getattr(options, name) for name in options.text_options}
     split = partial(_pairs_requests, query, items)
-    return Call(model, parameters, SCORE_OUTPUT, split, partial(_ranked, top_n))
+    return Call.of_output(model, parameters, SCORE_OUTPUT, split, partial(_ranked, top_n))
 
 
 def _pairs_requests(query: str, documents: list[str], limit: int) -> list[Request]:

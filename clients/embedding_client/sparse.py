@@ -32,11 +32,11 @@ def sparse_call(
 ) -> Call[list[SparseRow]]:
     """The call, or InvalidInputError naming what is wrong with it."""
     split = partial(split_texts, checked_texts(texts))
-    rows = partial(_rows, options.dtype)
-    return Call(model, options.parameters(), SPARSE_OUTPUT, split, rows)
+    rows = partial(sparse_rows, options.dtype)
+    return Call.of_output(model, options.parameters(), SPARSE_OUTPUT, split, rows)
 
 
-def _rows(dtype: str, parts: Sequence[np.ndarray]) -> list[SparseRow]:
+def sparse_rows(dtype: str, parts: Sequence[np.ndarray]) -> list[SparseRow]:
     """Each text's row, in order, from each request's answer."""
     return [
         SparseRow(indices, values)

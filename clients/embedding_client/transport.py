@@ -62,6 +62,7 @@ def infer(
     return client.infer(
         call.model,
         infer_inputs(module, request),
+        outputs=[module.InferRequestedOutput(name) for name in call.outputs],
         parameters=call.parameters,
         headers=headers,
         **options,

@@ -166,14 +166,14 @@ class EmbeddingsCall:
 def parse_embeddings_request(
     body: bytes, limits: Mapping[str, TokenLimits], served: ServedModels
 ) -> EmbeddingsCall:
-    """limits: those of each embedding model this gateway serves, by name."""
+    """limits: those of each embedding model this gateway serves token ids to, by name."""
     request = parse(EmbeddingsRequest, body, OPENAI_WORDS)
     model = served.embedding_model(request.model)
     options = TextKwargs()
     for name in _TEXT:
         if getattr(request, name) is not None:
             options[name] = getattr(request, name)  # type: ignore[literal-required]
-    texts, rows = _texts_or_rows(request.input, limits[model])
+    texts, rows = _texts_or_rows(request.input, model, limits.get(model))
     if rows and options:
         field = next(iter(options))
         raise bad_request(
@@ -184,11 +184,18 @@ def parse_embeddings_request(
     return EmbeddingsCall(model, texts, rows, request.encoding_format, request.dimensions, options)
 
 
-def _texts_or_rows(value: list[Any], limits: TokenLimits) -> tuple[list[str], list[list[int]]]:
-    """The input's texts, or its token rows checked against the model's limits."""
+def _texts_or_rows(
+    value: list[Any], model: str, limits: TokenLimits | None
+) -> tuple[list[str], list[list[int]]]:
+    """The input's texts, or its token rows checked against the model's limits (None: a model
+    that takes texts only, having no token ids entry point)."""
     shape = _shape(value)
     if shape == "texts":
         return value, []
+    if limits is None:
+        raise bad_request(
+            f"The model '{model}' takes texts only: it has no token ids entry point", "input"
+        )
     if shape == "ids":
         _check_row(value, "input", limits)
         return [], [value]

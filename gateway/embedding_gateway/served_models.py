@@ -51,7 +51,7 @@ class ServedModels:
 
     def embedding_model(self, model: str) -> str:
         """The OpenAI model of an embeddings request."""
-        if self.tasks.get(model) == EMBED.name:
+        if model in self.names(EMBED.name):
             return model
         task = self.tasks.get(model)
         if task is not None:

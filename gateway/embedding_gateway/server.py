@@ -3,7 +3,7 @@
     embedding-gateway --triton-url 127.0.0.1:8001 \
         --model all-MiniLM-L6-v2=model_repository/shared/tokenizer/1/tokenizer.json \
         [--model NAME=TOKENIZER_JSON ...] [--reranker NAME ...] [--sparse NAME ...] \
-        [--multivector NAME ...] [--port 8080]
+        [--multivector NAME ...] [--m3 NAME=TOKENIZER_JSON ...] [--port 8080]
     embedding-gateway --triton-url 127.0.0.1:8001 --catalog models.toml \
         --model-repository model_repository --exports build/exports
     scripts/gateway.sh --triton-url 127.0.0.1:8001 --catalog models.toml
@@ -13,7 +13,9 @@ at /v1/embeddings (OpenAI's API) and /embed (TEI's), with that model's
 tokenizer.json; each --reranker one of its rerankers at /v1/rerank and
 /v2/rerank (Cohere's API) and /rerank (TEI's); each --sparse one of its
 sparse encoders at /embed_sparse (TEI's); each --multivector one of its
-multi-vector encoders on the rerank routes, scored by MaxSim. --catalog serves every model of
+multi-vector encoders on the rerank routes, scored by MaxSim; each --m3 one of its BGE-M3
+models, with its tokenizer.json, at the embedding routes (its dense vectors) and /embed_sparse
+(its sparse head's weights). --catalog serves every model of
 the catalog the server runs, by each of its names, each embedding model's
 tokenizer.json found in its export: the packaged model's in the service's
 model repository (--model-repository), the others' where the launcher
@@ -36,7 +38,7 @@ from functools import partial
 from pathlib import Path
 
 from aiohttp import web
-from embedding_catalog.tasks import EMBED, MULTIVECTOR, RERANK, SPARSE
+from embedding_catalog.tasks import EMBED, M3, MULTIVECTOR, RERANK, SPARSE
 from embedding_client.options import listed
 from embedding_client.tokenization import ClientTokenizer
 
@@ -62,6 +64,7 @@ MODEL_OPTIONS = {
     RERANK.name: "--reranker",
     SPARSE.name: "--sparse",
     MULTIVECTOR.name: "--multivector",
+    M3.name: "--m3",
 }
 
 

@@ -1,6 +1,7 @@
-"""The execute of a Python stage that runs an exported ONNX graph with one
-output row per input row: a reranker's scorer (a score per pair) and a sparse
-encoder (a vocabulary-wide vector per text). The config's `engine` parameter
+"""The execute of a Python stage that runs an exported ONNX graph
+(GraphStage), and of one with one output row per input row (OnnxRows): a
+reranker's scorer (a score per pair) and a sparse encoder (a vocabulary-wide
+vector per text). The config's `engine` parameter
 says what runs it: ONNX Runtime on model.onnx, or OpenVINO on the IR
 export/export_openvino.py wrote beside it (model.xml), in the precision its
 `precision` parameter asks for (auto: the one the export checked on this
@@ -20,6 +21,7 @@ itself must take exactly those and give the stage's output
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -36,7 +38,7 @@ from model_common.openvino_compile import compile_served
 from model_common.openvino_runtime import ov
 from model_common.request_io import input_array, invalid, triton_tensor
 from model_common.rows import groups_by_tokens, real_lengths
-from model_common.stage import Stage
+from model_common.stage import Result, Stage
 from model_common.stage_io import GraphTensors
 from model_common.tensors import ATTENTION_MASK, INPUT_IDS, TOKEN_TYPE_IDS, Tensor
 from model_common.tokens import TokenLimits, token_error
@@ -48,8 +50,8 @@ _RUN_ERRORS = {
 }
 Feeds = dict[str, np.ndarray]  # the graph's inputs, by name: [rows, length] each
 _IDS, _MASK, _TYPES = (tensor.graph_name for tensor in (INPUT_IDS, ATTENTION_MASK, TOKEN_TYPE_IDS))
-# A graph's run: its inputs -> the output rows, [rows, width] float32.
-RunGraph = Callable[[Feeds], np.ndarray]
+# A graph's run: its inputs -> the outputs the stage reads, in its io's order, float32 each.
+RunGraph = Callable[[Feeds], list[np.ndarray]]
 # Refuses the load where the graph opened (its file's name, its tensors) is not the stage's.
 GraphCheck = Callable[[str, GraphTensors], None]
 # A request with its graph inputs, checked.
@@ -74,11 +76,12 @@ def type_error(token_type_ids: np.ndarray, input_ids: np.ndarray, segments: int)
     return None
 
 
-class OnnxRows(Stage[Checked, np.ndarray]):
-    """A stage answering its graph output (its `io`'s first output) from the
-    graph's output of that graph name, [rows, width] float32; a model sets
-    its `io` and subclasses it. Inputs and outputs of no graph name are the
-    model's own to read and write (a multi-vector encoder's pooling)."""
+class GraphStage(Stage[Checked, Result]):
+    """A stage running an exported graph on its requests' graph inputs: the
+    graph opened on the `engine` parameter's engine and checked against the
+    stage's `io` (its inputs the record names, its outputs of a graph name),
+    requests checked where they enter and run together. A model says how a
+    batch's requests run (`_run_requests`) and what each answers."""
 
     admission = WorkCounter
 
@@ -97,11 +100,17 @@ class OnnxRows(Stage[Checked, np.ndarray]):
             )
         self._run_errors = _RUN_ERRORS[engine]
         self._output = self.io.outputs[0]
+        self._graph_outputs = [tensor for tensor in self.io.outputs if tensor.graph is not None]
         opened = _open_openvino if engine == "openvino" else _open_onnxruntime
-        self._run_graph = opened(setup, self._output.graph_name, self._graph_check)
+        names = [tensor.graph_name for tensor in self._graph_outputs]
+        self._run_outputs = opened(setup, names, self._graph_check)
+
+    def _run_graph(self, feeds: Feeds) -> np.ndarray:
+        """The graph's first output the stage writes, for a stage writing one."""
+        return self._run_outputs(feeds)[0]
 
     def _graph_check(self, graph_file: str, graph: GraphTensors) -> None:
-        self._check_graph(graph_file, graph, list(self._feeds.values()), [self._output])
+        self._check_graph(graph_file, graph, list(self._feeds.values()), self._graph_outputs)
 
     def _fed_inputs(self, record_inputs: object) -> dict[str, Tensor]:
         """The stage's input for each graph input the export record names."""
@@ -128,10 +137,21 @@ class OnnxRows(Stage[Checked, np.ndarray]):
     def _tokens(self, batch: list[Checked]) -> int:
         return sum(int(feeds[_MASK].sum()) for _, feeds in batch)
 
-    def _run(self, batch: list[Checked]) -> list[np.ndarray | pb_utils.TritonError]:
+    def _run(self, batch: list[Checked]) -> list[Result | pb_utils.TritonError]:
         """All requests' rows run together; where a request's values break
         the graph, each request alone, so one never fails the others."""
         return run_merged([feeds for _, feeds in batch], self._run_requests, self._run_errors)
+
+    @abstractmethod
+    def _run_requests(self, batch: Sequence[Feeds]) -> list[Result]:
+        """Each request's result, the batch's requests run together."""
+
+
+class OnnxRows(GraphStage[np.ndarray]):
+    """A stage answering its graph output (its `io`'s first output) from the
+    graph's output of that graph name, [rows, width] float32; a model sets
+    its `io` and subclasses it. Inputs and outputs of no graph name are the
+    model's own to read and write (a multi-vector encoder's pooling)."""
 
     def _run_requests(self, batch: Sequence[Feeds]) -> list[np.ndarray]:
         rows = self._run_rows(stack_feeds(batch))
@@ -163,7 +183,7 @@ class OnnxRows(Stage[Checked, np.ndarray]):
         return rows
 
 
-def _open_onnxruntime(setup: EmbedderSetup, output_name: str, check: GraphCheck) -> RunGraph:
+def _open_onnxruntime(setup: EmbedderSetup, output_names: list[str], check: GraphCheck) -> RunGraph:
     options = ort.SessionOptions()
     options.intra_op_num_threads = setup.integer("intra_op_num_threads")
     options.inter_op_num_threads = 1
@@ -172,19 +192,24 @@ def _open_onnxruntime(setup: EmbedderSetup, output_name: str, check: GraphCheck)
         str(setup.version_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
     )
     check("model.onnx", onnxruntime_tensors(session))
-    return lambda feeds: session.run([output_name], feeds)[0]
+    return lambda feeds: session.run(output_names, feeds)
 
 
-def _open_openvino(setup: EmbedderSetup, output_name: str, check: GraphCheck) -> RunGraph:
+def _open_openvino(setup: EmbedderSetup, output_names: list[str], check: GraphCheck) -> RunGraph:
     served = compile_served(
         ov.Core(), setup, setup.integer("intra_op_num_threads"), pb_utils.Logger.log_warn
     )
     check("model.xml", openvino_tensors(served.compiled))
     request = served.compiled.create_infer_request()
-    port = served.compiled.output(output_name)
+    ports = [served.compiled.output(name) for name in output_names]
     pb_utils.Logger.log_info(f"OpenVINO {ov.get_version()}, precision {served.setting.label}")
-    # The request's output buffer is reused by its next run.
-    return lambda feeds: request.infer(feeds)[port].copy()
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        results = request.infer(feeds)
+        # The request's output buffers are reused by its next run.
+        return [results[port].copy() for port in ports]
+
+    return run
 
 
 def stack_feeds(batch: Sequence[Feeds]) -> Feeds:
