@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 import torch
+from embedding_catalog.tasks import COLBERT_HEAD, SPARSE_HEAD
 from model_folder import (
     FEATURE_EXTRACTION,
     FolderSpec,
@@ -26,8 +27,6 @@ from tokenizers import Tokenizer
 
 # config.json model_type -> the encoder BGEM3FlagModel loads (AutoModel): BGE-M3's family.
 M3_MODEL_TYPES: MappingProxyType[str, str] = MappingProxyType({"xlm-roberta": "XLMRobertaModel"})
-COLBERT_HEAD = "colbert_linear.pt"
-SPARSE_HEAD = "sparse_linear.pt"
 # The tokenizer's special tokens whose ids FlagEmbedding leaves out of the sparse weights.
 SKIPPED_TOKENS = ("cls_token", "eos_token", "pad_token", "unk_token")
 # Where a folder has no modules.json (as FlagEmbedding's fine-tuning saves it): the encoder alone.

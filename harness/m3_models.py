@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from embedding_catalog.tasks import COLBERT_HEAD, SPARSE_HEAD
+
 from harness.family_models import FAMILIES, HIDDEN, SEED, build_family
 from harness.model_builds import ModelBuilds
 
 NAME = "bge_m3"
-COLBERT_HEAD = "colbert_linear.pt"
-SPARSE_HEAD = "sparse_linear.pt"
 # Without it the sparse head's output on the random encoder's hidden states centres a little
 # below 0; with it about half the tokens' weights are positive (relu zeroes the rest), so the
 # check meets both kinds.

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from embedding_catalog.tasks import M3
+from embedding_catalog.tasks import COLBERT_HEAD, M3, SPARSE_HEAD
 from task_exports import OPENING_KEYS, ExportRun, assert_refused, run_export
 
 from harness.export_environment import run_in_export_environment
@@ -181,11 +181,11 @@ def _copy(m3_folders: dict[str, Path], tmp_path: Path, breaking: Callable[[Path]
 
 def _sparse_head_as_colbert(folder: Path) -> None:
     # A Linear(64, 1) where BGEM3FlagModel loads a Linear(64, 64).
-    shutil.copyfile(folder / "sparse_linear.pt", folder / "colbert_linear.pt")
+    shutil.copyfile(folder / SPARSE_HEAD, folder / COLBERT_HEAD)
 
 
 def _unreadable_sparse_head(folder: Path) -> None:
-    (folder / "sparse_linear.pt").write_bytes(b"not a torch file")
+    (folder / SPARSE_HEAD).write_bytes(b"not a torch file")
 
 
 def _bert_backbone(folder: Path) -> None:
@@ -197,8 +197,8 @@ def _bert_backbone(folder: Path) -> None:
 
 # (how the folder is broken, what the refusal must name)
 REFUSALS: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
-    "colbert head": (_sparse_head_as_colbert, ("colbert_linear.pt", "torch.nn.Linear(64, 64)")),
-    "sparse head": (_unreadable_sparse_head, ("sparse_linear.pt", "not a readable")),
+    "colbert head": (_sparse_head_as_colbert, (COLBERT_HEAD, "torch.nn.Linear(64, 64)")),
+    "sparse head": (_unreadable_sparse_head, (SPARSE_HEAD, "not a readable")),
     "backbone": (_bert_backbone, ("'bert'", "XLMRobertaModel")),
 }
 

@@ -23,6 +23,10 @@ TOKENS_SUFFIX = "_tokens"
 CPU_ENGINES = ("onnxruntime", "openvino")
 # A version folder: where Triton finds a stage's code and export.
 VERSION = "1"
+# BGE-M3's two heads beside its encoder, each a torch.nn.Linear's state_dict, as FlagEmbedding
+# saves them.
+COLBERT_HEAD = "colbert_linear.pt"
+SPARSE_HEAD = "sparse_linear.pt"
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ M3 = Task(
     # An embedding request asks NAME for the dense output only, a sparse one for the sparse
     # output only: the embedding and sparse routes serve it as they are.
     also_serves={"embed": "", "sparse": ""},
-    folder_files=("colbert_linear.pt", "sparse_linear.pt"),
+    folder_files=(COLBERT_HEAD, SPARSE_HEAD),
 )
 
 TASKS: Mapping[str, Task] = MappingProxyType(
