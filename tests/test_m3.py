@@ -3,13 +3,16 @@
 sparse_linear.pt beside it) beside the packaged MiniLM, answering `NAME` with any of its three
 outputs from one pass (the dense vector, the sparse head's token weights and the ColBERT vectors,
 each in its task's row format) like FlagEmbedding's BGEM3FlagModel.encode on the same weights,
-over gRPC and HTTP, through the client library and the gateway's embedding and sparse routes; a
+over gRPC and HTTP, through the client library, the `embed-m3` command and the gateway's
+embedding and sparse routes; a
 request serializing only the outputs it names; bad input refused alone."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -163,6 +166,28 @@ def test_float16_rows_and_the_asyncio_client(
     result = asyncio.run(embed())
     assert result.dense is not None and result.dense.dtype == np.float16
     _assert_matches(result, expected, MAX_FLOAT16_DIFFERENCE)
+
+
+def test_the_embed_m3_command_prints_the_outputs_named(
+    server: RunningServer, expected: list[dict[str, Any]]
+) -> None:
+    texts = SAMPLE_TEXTS[:3]
+    command = [str(Path(sys.executable).parent / "embed-m3"), f"--url={server.grpc_url}"]
+    done = subprocess.run(
+        [*command, f"--model={NAME}", "--output=sparse", "--output=multivector", *texts],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [sorted(line) for line in lines] == [["index", "multivector", "sparse"]] * len(texts)
+    sparse = [
+        SparseRow(np.array(line["sparse"]["indices"]), np.array(line["sparse"]["values"]))
+        for line in lines
+    ]
+    vectors = [np.array(line["multivector"], np.float32) for line in lines]
+    _assert_matches(M3Result(None, sparse, vectors), expected[: len(texts)], MAX_DIFFERENCE)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@
 - embed-sparse: texts to their sparse encoder's active vocabulary entries,
   as JSON lines;
 - embed-multi: texts to their multi-vector encoder's token vectors, as JSON
-  lines.
+  lines;
+- embed-m3: texts to a BGE-M3 model's outputs named, as JSON lines.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from embedding_client.client import EmbeddingClient
 from embedding_client.command_line import Command, add_model, add_text_options
 from embedding_client.decode import OPTION_DEFAULTS, ROW_DTYPES
 from embedding_client.files import OUTPUT_FORMATS, EmbeddingWriter, output_format
+from embedding_client.m3 import DEFAULT_OUTPUTS, M3_OUTPUTS
 from embedding_client.options import (
     INPUT_TYPES,
     MULTIVECTOR_KIND,
@@ -249,8 +251,66 @@ EMBED_MULTI = Command(
     "embed-multi", EMBED_MULTI_DOC, "texts", "texts to encode", _multi_arguments, _embed_multi
 )
 
+EMBED_M3_DOC = """embed-m3: texts -> a BGE-M3 model's dense, sparse and ColBERT outputs, from the shell.
+
+    embed-m3 --model bge-m3 --output dense --output sparse "what is BGE-M3?"
+    embed-m3 --model bge-m3 --output multivector --file docs.jsonl --field body
+
+Texts come from the arguments, else --file, else standard input (one per
+line). The server runs the model once and returns the outputs named (dense by
+default). Standard output gets one JSON object per text, in order: its index
+and each output named: "dense" (its values), "sparse" (its active entries'
+vocabulary indices, ascending, and their values) and "multivector" (one list
+of values per vector).
+"""
+
+
+def _m3_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model(parser, "the server's BGE-M3 model (Triton name)")
+    parser.add_argument(
+        "--output",
+        dest="outputs",
+        action="append",
+        choices=list(M3_OUTPUTS),
+        help=f"an output to return (repeat for more; default: {', '.join(DEFAULT_OUTPUTS)})",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=list(ROW_DTYPES),
+        default=OPTION_DEFAULTS["dtype"],
+        help="the outputs' format (sparse values: float32 or float16)",
+    )
+    add_text_options(parser, "each text", "texts")
+
+
+def _embed_m3(client: EmbeddingClient, texts: list[str], args: argparse.Namespace) -> None:
+    result = client.embed_m3(
+        texts,
+        outputs=args.outputs or DEFAULT_OUTPUTS,
+        dtype=args.dtype,
+        prompt_name=args.prompt_name,
+        truncate=args.truncate,
+    )
+
+    def line(index: int) -> dict[str, Any]:
+        fields: dict[str, Any] = {"index": index}
+        if result.dense is not None:
+            fields["dense"] = result.dense[index].tolist()
+        if result.sparse is not None:
+            row = result.sparse[index]
+            fields["sparse"] = {"indices": row.indices.tolist(), "values": row.values.tolist()}
+        if result.multivector is not None:
+            fields["multivector"] = result.multivector[index].tolist()
+        return fields
+
+    _json_lines(line(index) for index in range(len(texts)))
+
+
+EMBED_M3 = Command("embed-m3", EMBED_M3_DOC, "texts", "texts to encode", _m3_arguments, _embed_m3)
+
 # The installed commands (clients/pyproject.toml's scripts).
 embed = EMBED.main
 rerank = RERANK.main
 embed_sparse = EMBED_SPARSE.main
 embed_multi = EMBED_MULTI.main
+embed_m3 = EMBED_M3.main

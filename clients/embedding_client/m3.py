@@ -36,10 +36,12 @@ DEFAULT_OUTPUTS = ("dense",)
 
 
 class M3Kwargs(TypedDict, total=False):
-    """The keyword options of embed_m3: the outputs, their dtype, how texts are truncated."""
+    """The keyword options of embed_m3: the outputs, their dtype, a prompt, how texts are
+    truncated."""
 
     outputs: Sequence[str]  # of M3_OUTPUTS
     dtype: str
+    prompt_name: str | None
     truncate: bool | None
     truncation_direction: str | None
 
