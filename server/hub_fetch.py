@@ -30,12 +30,21 @@ from pathlib import Path
 from typing import Any
 
 from embedding_catalog.hub import HubSource, hub_cache
+from embedding_catalog.tasks import TASKS
 
 from server.logs import log, log_format
 
 # What the export reads from a sentence-transformers repository, at its root
-# and in its module folders (fnmatch's '*' crosses '/').
-NEEDED = ("*.json", "*.txt", "*.model", "*.safetensors")
+# and in its module folders (fnmatch's '*' crosses '/'), and the files that
+# make a folder a task's (BGE-M3's heads: .pt state_dicts, which the export
+# loads with torch.load(weights_only=True), running no code).
+NEEDED = (
+    "*.json",
+    "*.txt",
+    "*.model",
+    "*.safetensors",
+    *(name for task in TASKS.values() for name in task.folder_files),
+)
 PICKLES = ("*pytorch_model*.bin", "*.pt", "*.pth")
 # Other engines' exports some repositories ship: never read here.
 IGNORED = ("onnx/*", "openvino/*")

@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-from embedding_catalog.catalog import CatalogModel
+from embedding_catalog.catalog import CatalogModel, FolderKind, folder_kind
 from embedding_catalog.hub import HubSource
+from embedding_catalog.tasks import M3
 from embedding_requests import SAMPLE_TEXTS, embed_float32
 from served_catalog import post_json
 
@@ -39,6 +40,7 @@ from server.paths import MODEL_REPOSITORY, REPO_ROOT
 
 OWNER = "hub-org"
 MODEL = f"{OWNER}/tiny-bert"
+M3_MODEL = f"{OWNER}/tiny-bge-m3"
 SERVED_NAME = "tiny-bert"  # the id's last part
 TOKEN = "hf_test_token"
 # How each repository differs from the random-weight BERT (a bi-encoder).
@@ -74,12 +76,18 @@ def _variant(bert: Path, out: Path, kind: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def hub(family_folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+def hub(
+    family_folders: dict[str, Path],
+    m3_folders: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Hub]:
     work = tmp_path_factory.mktemp("hub")
     mirrors = work / "mirrors"
     bert = family_folders["bert"]
     commit = publish(bert, MODEL, mirrors)
     publish(bert, f"{OWNER}/gated", mirrors)
+    (m3,) = m3_folders.values()
+    publish(m3, M3_MODEL, mirrors)
     for kind in BROKEN:
         publish(_variant(bert, work / "variants", kind), f"{OWNER}/{kind}", mirrors)
     with running_hub(mirrors) as url:
@@ -261,6 +269,16 @@ def test_trusted_pickles_are_downloaded(hub: Hub, tmp_path: Path) -> None:
     environment = _environment(tmp_path / "cache", hub.url)
     folder = _fetch(f"{OWNER}/pickles", environment, trust_pickle=True)
     assert (folder / "pytorch_model.bin").is_file()
+
+
+def test_a_bge_m3_models_heads_are_fetched_untrusted_and_make_it_one(
+    hub: Hub, tmp_path: Path
+) -> None:
+    """BGE-M3's heads are .pt files, which no other weights' pickle rule keeps out: the export
+    reads them with torch.load(weights_only=True), and they say what the folder holds."""
+    folder = _fetch(M3_MODEL, _environment(tmp_path / "cache", hub.url))
+    assert all((folder / name).is_file() for name in M3.folder_files)
+    assert folder_kind(folder) == FolderKind(M3.model_type, M3.name)
 
 
 def test_a_gated_model_wants_a_token_with_access(hub: Hub, tmp_path: Path) -> None:
