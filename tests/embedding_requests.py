@@ -64,3 +64,12 @@ def assert_refused_alone(
         assert named in str(refused.value.message()), refused.value.message()
         for answer in answers:
             assert answer.result().shape[0] == rows
+
+
+def requests_seen(grpc_url: str, model: str) -> int:
+    """Requests `model` answered; Triton counts a Python model's error response as a success,
+    so success and fail together."""
+    client = grpcclient.InferenceServerClient(grpc_url)
+    (stats,) = client.get_inference_statistics(model, as_json=True)["model_stats"]
+    counts = stats["inference_stats"]
+    return sum(int(counts.get(kind, {}).get("count", 0)) for kind in ("success", "fail"))

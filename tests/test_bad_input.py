@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from embedding_requests import embed_float32, embed_raw
+from embedding_requests import embed_float32, embed_raw, requests_seen
 from tritonclient.utils import InferenceServerException
 
 from harness.requests import token_inputs
@@ -63,25 +63,20 @@ def test_bad_option_is_invalid_arg_over_grpc(
     )
 
 
-def _requests_seen(triton_server: RunningServer, model: str) -> int:
-    """Requests a model answered; Triton counts a Python model's error
-    response as a success, so success and fail together."""
-    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
-    (stats,) = client.get_inference_statistics(model, as_json=True)["model_stats"]
-    counts = stats["inference_stats"]
-    return sum(int(counts.get(kind, {}).get("count", 0)) for kind in ("success", "fail"))
-
-
 def test_bad_option_is_refused_at_the_tokenizer(
     triton_server: RunningServer, grpc: grpcclient.InferenceServerClient
 ) -> None:
-    before = {model: _requests_seen(triton_server, model) for model in ("embedder", "serializer")}
+    before = {
+        model: requests_seen(triton_server.grpc_url, model) for model in ("embedder", "serializer")
+    }
     _assert_rejected(
         lambda: embed_raw(grpc, ["a text that is never tokenized"], dimensions=999),
         "StatusCode.INVALID_ARGUMENT",
         "invalid_parameter 'dimensions': 999 is outside 1..384",
     )
-    after = {model: _requests_seen(triton_server, model) for model in ("embedder", "serializer")}
+    after = {
+        model: requests_seen(triton_server.grpc_url, model) for model in ("embedder", "serializer")
+    }
     assert after == before
 
 
@@ -89,7 +84,7 @@ def test_bad_option_on_tokens_is_refused_at_the_embedder(
     triton_server: RunningServer, grpc: grpcclient.InferenceServerClient
 ) -> None:
     ids = np.array([[101, 2023, 102]], dtype=np.int64)
-    before = _requests_seen(triton_server, "serializer")
+    before = requests_seen(triton_server.grpc_url, "serializer")
     _assert_rejected(
         lambda: grpc.infer(
             "embed_tokens",
@@ -99,7 +94,7 @@ def test_bad_option_on_tokens_is_refused_at_the_embedder(
         "StatusCode.INVALID_ARGUMENT",
         "invalid_parameter 'dtype': unknown dtype 'f64'",
     )
-    assert _requests_seen(triton_server, "serializer") == before
+    assert requests_seen(triton_server.grpc_url, "serializer") == before
 
 
 def test_bad_option_is_400_over_http(triton_server: RunningServer) -> None:

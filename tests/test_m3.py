@@ -30,9 +30,8 @@ from embedding_client import (
     M3Result,
     SparseRow,
 )
-from embedding_requests import SAMPLE_TEXTS, assert_refused_alone
+from embedding_requests import SAMPLE_TEXTS, assert_refused_alone, requests_seen
 from served_catalog import post_json
-from tritonclient.utils import InferenceServerException
 
 from harness.catalog_files import catalog_beside_minilm
 from harness.export_environment import run_in_export_environment
@@ -143,15 +142,18 @@ def test_all_three_outputs_match_bgem3flagmodel(
 def test_a_request_gets_and_serializes_only_the_outputs_it_names(
     server: RunningServer, expected: list[dict[str, Any]], outputs: tuple[str, ...]
 ) -> None:
-    triton = grpcclient.InferenceServerClient(server.grpc_url)
-    before = {name: _executions(triton, name) for name in SERIALIZER_OF.values()}
+    before = {name: requests_seen(server.grpc_url, name) for name in SERIALIZER_OF.values()}
     with EmbeddingClient(server.grpc_url, model=NAME) as client:
         result = client.embed_m3(SAMPLE_TEXTS, outputs=outputs)
     assert [name for name in OUTPUTS if getattr(result, name) is not None] == sorted(
         outputs, key=OUTPUTS.index
     )
     _assert_matches(result, expected, MAX_DIFFERENCE)
-    ran = {name for name in SERIALIZER_OF.values() if _executions(triton, name) > before[name]}
+    ran = {
+        name
+        for name in SERIALIZER_OF.values()
+        if requests_seen(server.grpc_url, name) > before[name]
+    }
     tensors = {"dense": "EMBEDDING", "sparse": "SPARSE", "multivector": "MULTIVECTOR"}
     assert ran == {SERIALIZER_OF[tensors[name]] for name in outputs}
 
@@ -243,8 +245,7 @@ def test_the_embedding_and_sparse_routes_serve_its_dense_and_sparse_outputs(
 ) -> None:
     texts = [text for text in SAMPLE_TEXTS if text]
     reference = [expected[SAMPLE_TEXTS.index(text)] for text in texts]
-    triton = grpcclient.InferenceServerClient(server.grpc_url)
-    before = _executions(triton, MULTIVECTOR_SERIALIZER)
+    before = requests_seen(server.grpc_url, MULTIVECTOR_SERIALIZER)
     status, body = post_json(gateway, "/v1/embeddings", {"model": NAME, "input": texts})
     assert status == 200, body
     assert body["usage"]["prompt_tokens"] > len(texts)
@@ -264,7 +265,7 @@ def test_the_embedding_and_sparse_routes_serve_its_dense_and_sparse_outputs(
     ]
     _assert_matches(M3Result(None, sparse, None), reference, MAX_DIFFERENCE)
     # Neither route asks for the ColBERT vectors, so none were serialized.
-    assert _executions(triton, MULTIVECTOR_SERIALIZER) == before
+    assert requests_seen(server.grpc_url, MULTIVECTOR_SERIALIZER) == before
 
 
 def _raw(
@@ -280,15 +281,3 @@ def _raw(
     if answer is None:
         raise AssertionError(f"no {output} in the answer")
     return answer
-
-
-def _executions(triton: grpcclient.InferenceServerClient, model: str) -> int:
-    """How many requests `model` has answered so far."""
-    try:
-        stats = triton.get_inference_statistics(model, as_json=True)
-    except InferenceServerException as error:
-        raise AssertionError(f"no statistics for {model}: {error}") from error
-    return sum(
-        int(version["inference_stats"]["success"].get("count", 0))
-        for version in stats["model_stats"]
-    )

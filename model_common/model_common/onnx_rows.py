@@ -146,6 +146,27 @@ class GraphStage(Stage[Checked, Result]):
     def _run_requests(self, batch: Sequence[Feeds]) -> list[Result]:
         """Each request's result, the batch's requests run together."""
 
+    def _run_grouped(self, feeds: Feeds) -> list[np.ndarray]:
+        """Each graph output the stage reads, for all rows in their order, run in
+        length-sorted groups each cut to its longest row (model_common.rows); an output with
+        a length axis is zero past a group's length, up to the longest row's."""
+        lengths = real_lengths(feeds[_MASK])
+        groups = groups_by_tokens(lengths, self._tokens_per_run, 1)
+        runs = []
+        for group in groups:
+            length = int(lengths[group].max())
+            runs.append(
+                self._run_outputs({name: rows[group, :length] for name, rows in feeds.items()})
+            )
+        merged = []
+        for parts in zip(*runs, strict=True):
+            shape = np.max([part.shape[1:] for part in parts], axis=0)
+            into = np.zeros((len(lengths), *shape), np.float32)
+            for group, part in zip(groups, parts, strict=True):
+                into[(group, *(slice(0, size) for size in part.shape[1:]))] = part
+            merged.append(into)
+        return merged
+
 
 class OnnxRows(GraphStage[np.ndarray]):
     """A stage answering its graph output (its `io`'s first output) from the
@@ -158,18 +179,8 @@ class OnnxRows(GraphStage[np.ndarray]):
         return np.split(rows, request_splits([feeds[_IDS].shape[0] for feeds in batch]))
 
     def _run_rows(self, feeds: Feeds) -> np.ndarray:
-        """[rows, width], in the rows' order, run in length-sorted groups."""
-        lengths = real_lengths(feeds[_MASK])
-        groups = groups_by_tokens(lengths, self._tokens_per_run, 1)
-        outputs = []
-        for group in groups:
-            length = int(lengths[group].max())
-            trimmed = {name: array[group, :length] for name, array in feeds.items()}
-            outputs.append(self._run_graph(trimmed))
-        rows = np.empty((len(lengths), outputs[0].shape[1]), np.float32)
-        for group, output_rows in zip(groups, outputs, strict=True):
-            rows[group] = output_rows
-        return rows
+        """[rows, width], in the rows' order."""
+        return self._run_grouped(feeds)[0]
 
     def _respond(self, item: Checked, result: np.ndarray) -> pb_utils.InferenceResponse:
         request, _ = item

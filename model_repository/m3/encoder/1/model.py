@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+from model_common.merged_runs import request_splits
 from model_common.onnx_rows import Checked, Feeds, GraphStage, stack_feeds
 from model_common.request_io import triton_tensor
-from model_common.rows import groups_by_tokens, real_lengths
 from model_common.tensors import (
     ACTIVATIONS,
     ATTENTION_MASK,
@@ -39,40 +39,24 @@ class TritonPythonModel(GraphStage[list[np.ndarray]]):
     io = StageIO(inputs=(INPUT_IDS, ATTENTION_MASK), outputs=(*_OUTPUTS, SERVED_MASK))
 
     def _run_requests(self, batch: Sequence[Feeds]) -> list[list[np.ndarray]]:
-        """Each request's graph outputs, its token vectors as wide as its rows; the batch's rows
-        run in length-sorted groups, each cut to its longest."""
-        stacked = stack_feeds(batch)
-        lengths = real_lengths(stacked[_MASK])
-        groups = groups_by_tokens(lengths, self._tokens_per_run, 1)
-        merged: list[np.ndarray] = []
-        for group in groups:
-            length = int(lengths[group].max())
-            outputs = self._run_outputs(
-                {name: rows[group, :length] for name, rows in stacked.items()}
-            )
-            if not merged:
-                # Token vectors are [rows, positions, dimensions]: as wide as the widest row.
-                shapes = [(len(lengths), *output.shape[1:]) for output in outputs]
-                vectors = _OUTPUTS.index(TOKEN_VECTORS)
-                shapes[vectors] = (len(lengths), stacked[_IDS].shape[1], outputs[vectors].shape[2])
-                merged = [np.zeros(shape, np.float32) for shape in shapes]
-            for into, output in zip(merged, outputs, strict=True):
-                into[(group, *(slice(0, size) for size in output.shape[1:]))] = output
-        starts = np.cumsum([0, *(len(feeds[_IDS]) for feeds in batch)])
+        """Each request's graph outputs; its token vectors as wide as the batch's longest row."""
+        merged = self._run_grouped(stack_feeds(batch))
+        splits = request_splits([len(feeds[_IDS]) for feeds in batch])
         return [
-            [
-                array[start:end, : feeds[_IDS].shape[1]] if array.ndim == 3 else array[start:end]
-                for array in merged
-            ]
-            for start, end, feeds in zip(starts[:-1], starts[1:], batch, strict=True)
+            list(parts)
+            for parts in zip(*(np.split(array, splits) for array in merged), strict=True)
         ]
 
     def _respond(self, item: Checked, result: list[np.ndarray]) -> pb_utils.InferenceResponse:
         _, feeds = item
-        served = feeds[_MASK].copy()
+        *rows, vectors = result
+        # Past the batch's longest row and the request's own width there are no tokens.
+        width = min(vectors.shape[1], feeds[_MASK].shape[1])
+        served = feeds[_MASK][:, :width].copy()
         served[:, 0] = 0
         tensors = [
-            triton_tensor(tensor, array) for tensor, array in zip(_OUTPUTS, result, strict=True)
+            triton_tensor(tensor, array)
+            for tensor, array in zip(_OUTPUTS, [*rows, vectors[:, :width]], strict=True)
         ]
         return pb_utils.InferenceResponse(
             output_tensors=[*tensors, triton_tensor(SERVED_MASK, served)]
